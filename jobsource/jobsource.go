@@ -1,0 +1,92 @@
+// Package jobsource defines where jobs come from: the built-in queue
+// (jobsource/queue) or GitLab's runner API (jobsource/gitlab).
+//
+// The manager asks a Source for a job only while it holds a booked slot
+// (DESIGN.md, known failure 1): Request is never called speculatively.
+package jobsource
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Source hands out jobs.
+type Source interface {
+	// Name identifies the source in logs and metrics, e.g. "queue" or "gitlab:https://gitlab.example.com".
+	Name() string
+	// Request asks for one job. The caller holds a booked slot for it. It
+	// returns (nil, nil) when there is no job; the caller then gives the
+	// booking back. It may block (long-poll) until ctx is done.
+	Request(ctx context.Context) (Job, error)
+}
+
+// FailureKind classifies why a job failed, so sources can map it to their own vocabulary.
+type FailureKind string
+
+// Failure kinds.
+const (
+	// FailureNone: the job succeeded.
+	FailureNone FailureKind = ""
+	// FailureScript: the script exited non-zero.
+	FailureScript FailureKind = "script_failure"
+	// FailureSystem: the instance, the provider or berth itself failed.
+	FailureSystem FailureKind = "system_failure"
+	// FailureTimeout: the job ran past its timeout.
+	FailureTimeout FailureKind = "timeout"
+	// FailureCanceled: the job was canceled.
+	FailureCanceled FailureKind = "canceled"
+)
+
+// Spec is what to run.
+type Spec struct {
+	// Script is a shell script run with sh -e semantics left to the script itself.
+	Script string
+	// AfterScript runs after Script whatever its result, and also on a graceful cancel.
+	AfterScript string
+	// Env holds environment variables as KEY=VALUE.
+	Env []string
+	// Timeout bounds the job; 0 means the manager's default.
+	Timeout time.Duration
+	// Suspend asks to park the job's environment when it ends.
+	Suspend bool
+	// ResumeKey, when set, runs the job on that suspended environment.
+	ResumeKey string
+}
+
+// Result is how a job ended.
+type Result struct {
+	// ExitCode of the script; -1 when it did not run to an exit.
+	ExitCode int
+	// Failure is FailureNone on success.
+	Failure FailureKind
+	// Message explains a failure in words a user can act on.
+	Message string
+	// EnvKey is the key of the parked environment when Spec.Suspend was set.
+	EnvKey string
+	// Instance is the ID of the instance the job ran on.
+	Instance string
+}
+
+// Job is one job taken from a source.
+type Job interface {
+	// ID identifies the job within its source.
+	ID() string
+	// Spec returns what to run.
+	Spec() Spec
+	// Log receives the job's output as it is produced.
+	Log() io.Writer
+	// Canceled is closed when the source cancels the job. Graceful reports
+	// whether after_script should still run.
+	Canceled() <-chan CancelRequest
+	// Started is called once the job has an instance.
+	Started(instance string)
+	// Finish reports the result to the source and flushes the log.
+	Finish(ctx context.Context, r Result) error
+}
+
+// CancelRequest tells a running job to stop.
+type CancelRequest struct {
+	// Graceful asks for after_script to run before the job ends.
+	Graceful bool
+}

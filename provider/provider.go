@@ -1,0 +1,158 @@
+// Package provider defines the instance-group interface that every berth
+// provider implements, the instance states it reports, and a registry of
+// built-in providers.
+//
+// The shape follows the instance-group plugins users of GitLab's fleeting
+// know: Increase asks for more instances without naming them, and new
+// instances become known only when Update lists them. The scaler accounts for
+// that gap itself, so a provider may list new instances late.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// State is an instance's state as the provider reports it.
+type State string
+
+// Instance states reported by Update.
+const (
+	StateCreating   State = "creating"
+	StateRunning    State = "running"
+	StateSuspending State = "suspending"
+	StateSuspended  State = "suspended"
+	StateResuming   State = "resuming"
+	StateDeleting   State = "deleting"
+	StateDeleted    State = "deleted"
+	StateTimeout    State = "timeout"
+)
+
+// Valid reports whether s is one of the documented states.
+func (s State) Valid() bool {
+	switch s {
+	case StateCreating, StateRunning, StateSuspending, StateSuspended,
+		StateResuming, StateDeleting, StateDeleted, StateTimeout:
+		return true
+	}
+	return false
+}
+
+// Capabilities lists optional features of a provider.
+type Capabilities struct {
+	// Suspend is true when the provider implements Suspender.
+	Suspend bool `json:"suspend"`
+}
+
+// Info describes an initialised instance group.
+type Info struct {
+	// ID names the group uniquely, e.g. "local/berth-3f2a".
+	ID string `json:"id"`
+	// MaxSize is the most instances the group can hold; 0 means no limit.
+	MaxSize int `json:"max_size"`
+	// Version is the provider's version string.
+	Version string `json:"version"`
+	// Capabilities lists optional features.
+	Capabilities Capabilities `json:"capabilities"`
+}
+
+// Settings is what Init receives.
+type Settings struct {
+	// Config is the provider's own configuration ([autoscaler.provider_config]) as JSON.
+	Config json.RawMessage `json:"config,omitempty"`
+	// StateDir is a directory the provider may use for its own files.
+	StateDir string `json:"state_dir"`
+}
+
+// ConnectInfo tells an executor how to reach an instance over SSH.
+type ConnectInfo struct {
+	// ID is the instance ID.
+	ID string `json:"id"`
+	// Addr is host:port of the instance's SSH server.
+	Addr string `json:"addr"`
+	// Username to log in as.
+	Username string `json:"username"`
+	// HostKey is the instance's SSH host public key in authorized_keys format;
+	// executors must refuse a server presenting any other key.
+	HostKey string `json:"host_key"`
+	// PrivateKey is the group's client key, PEM encoded.
+	PrivateKey []byte `json:"private_key"`
+	// OS and Arch of the instance, e.g. "linux", "amd64".
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+}
+
+// InstanceGroup is the interface every provider implements. Calls may be slow
+// and may fail; the scaler never calls them while holding its state.
+type InstanceGroup interface {
+	// Init prepares the group and reports what it is.
+	Init(ctx context.Context, s Settings) (Info, error)
+	// Update calls fn for every instance the group holds now.
+	Update(ctx context.Context, fn func(id string, s State)) error
+	// Increase asks for n more instances and returns how many were requested
+	// successfully; they appear in a later Update.
+	Increase(ctx context.Context, n int) (int, error)
+	// Decrease deletes the given instances and returns the IDs it accepted.
+	Decrease(ctx context.Context, ids []string) ([]string, error)
+	// ConnectInfo returns how to reach the instance.
+	ConnectInfo(ctx context.Context, id string) (ConnectInfo, error)
+	// Heartbeat checks that the instance is alive and reachable.
+	Heartbeat(ctx context.Context, id string) error
+	// Shutdown releases the group's resources; instances keep running.
+	Shutdown(ctx context.Context) error
+}
+
+// Suspender is the optional suspend/resume capability. Suspended instances
+// keep their disk; resumed ones continue where they stopped.
+type Suspender interface {
+	// Suspend suspends the given instances and returns the IDs it accepted.
+	Suspend(ctx context.Context, ids []string) ([]string, error)
+	// Resume resumes the given instances and returns the IDs it accepted.
+	Resume(ctx context.Context, ids []string) ([]string, error)
+}
+
+// ErrUnknownProvider is returned by New for a name nobody registered.
+var ErrUnknownProvider = errors.New("unknown provider")
+
+var (
+	regMu    sync.Mutex
+	registry = map[string]func() InstanceGroup{}
+)
+
+// Register makes a built-in provider available under name. It panics on a
+// duplicate name, which is a programming error.
+func Register(name string, factory func() InstanceGroup) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("provider: Register called twice for " + name)
+	}
+	registry[name] = factory
+}
+
+// Names lists the registered providers, sorted.
+func Names() []string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New returns a new, uninitialised instance of the named built-in provider.
+func New(name string) (InstanceGroup, error) {
+	regMu.Lock()
+	f, ok := registry[name]
+	regMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q: built-in providers are %v; external ones are binaries named berth-provider-NAME on PATH", ErrUnknownProvider, name, Names())
+	}
+	return f(), nil
+}
