@@ -90,3 +90,11 @@ type CancelRequest struct {
 	// Graceful asks for after_script to run before the job ends.
 	Graceful bool
 }
+
+// Waiter is implemented by sources that know when jobs are pending, such as
+// the built-in queue. The manager waits on it before booking a slot, so that
+// an empty queue never causes a booking (and, in on-demand mode, an instance).
+type Waiter interface {
+	// WaitForJobs blocks until at least one job may be pending or ctx is done.
+	WaitForJobs(ctx context.Context) error
+}

@@ -1,0 +1,51 @@
+// Command berth runs CI jobs on an autoscaled fleet of instances.
+//
+// See README.md for the quickstart and ../shared/DESIGN.md for the contract.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	root := &cobra.Command{
+		Use:           "berth",
+		Short:         "Run CI jobs on an autoscaled fleet of instances",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newRunCmd(),
+		newSubmitCmd(),
+		newJobsCmd(),
+		newLogsCmd(),
+		newInstancesCmd(),
+		newBenchCmd(),
+		&cobra.Command{
+			Use:   "version",
+			Short: "Print berth's version",
+			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+		},
+	)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "berth:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitCoder is implemented by errors that carry a process exit code, such as
+// a job's exit code returned by `berth submit --wait`.
+type exitCoder interface{ ExitCode() int }
+
+func exitCode(err error) int {
+	if ec, ok := err.(exitCoder); ok {
+		return ec.ExitCode()
+	}
+	return 1
+}
