@@ -1,0 +1,104 @@
+package scaler
+
+import "time"
+
+// Action is something the caller must carry out for the core: a provider call
+// or a notification to a waiting Acquire/Resume. Actions are returned by Ready
+// in the order they were decided.
+type Action interface{ isAction() }
+
+// Increase asks the provider for N more instances.
+type Increase struct{ N int }
+
+// Decrease asks the provider to delete an instance. Reason is recorded for
+// metrics and logs (invariant I8).
+type Decrease struct {
+	ID     string
+	Reason Reason
+}
+
+// Suspend asks the provider to suspend an instance.
+type Suspend struct{ ID string }
+
+// Resume asks the provider to resume an instance.
+type Resume struct{ ID string }
+
+// RunReadyHook asks the caller to run instance_ready_command on an instance
+// and report with HookResult.
+type RunReadyHook struct{ ID string }
+
+// Heartbeat asks the caller to check an instance and report with HeartbeatResult.
+type Heartbeat struct{ ID string }
+
+// Bound tells a waiting Acquire or Resume that its booking now has a slot on a
+// ready instance. State is the saved state of a resumed environment.
+type Bound struct {
+	Key        string
+	InstanceID string
+	State      []byte
+}
+
+// Failed tells a waiting Acquire or Resume that its booking cannot be served.
+type Failed struct {
+	Key string
+	Err error
+}
+
+// Lost tells the holder of an acquisition that its instance is gone. The
+// acquisition no longer exists; Release of its key is a no-op.
+type Lost struct {
+	Key        string
+	InstanceID string
+	Reason     string
+}
+
+// Gone reports that an instance left the fleet for good: deleted by us (with
+// the reason from its Decrease) or lost on the provider's side.
+type Gone struct {
+	ID     string
+	Reason Reason
+	// Lifetime is how long berth knew the instance.
+	Lifetime time.Duration
+}
+
+// Scaled reports a scaling decision with the numbers behind it, for logs.
+type Scaled struct {
+	Direction string // "up" or "in"
+	InUse     int
+	IdleSlots int
+	Have      int
+	Want      int
+	N         int
+}
+
+func (Increase) isAction()     {}
+func (Decrease) isAction()     {}
+func (Suspend) isAction()      {}
+func (Resume) isAction()       {}
+func (RunReadyHook) isAction() {}
+func (Heartbeat) isAction()    {}
+func (Bound) isAction()        {}
+func (Failed) isAction()       {}
+func (Lost) isAction()         {}
+func (Gone) isAction()         {}
+func (Scaled) isAction()       {}
+
+// Reason says why an instance was deleted or lost.
+type Reason string
+
+// Deletion reasons.
+const (
+	ReasonIdle              Reason = "idle_timeout"
+	ReasonMaxUse            Reason = "max_use_count"
+	ReasonHeartbeat         Reason = "heartbeat_failed"
+	ReasonReadyHook         Reason = "ready_hook_failed"
+	ReasonNotReady          Reason = "not_ready_in_time"
+	ReasonProviderTimeout   Reason = "provider_timeout"
+	ReasonEnvExpired        Reason = "environment_expired"
+	ReasonUnclaimed         Reason = "unclaimed_suspended"
+	ReasonUnknown           Reason = "unknown_instance"
+	ReasonDeadJob           Reason = "job_died_with_berth"
+	ReasonSuspendFailed     Reason = "suspend_failed"
+	ReasonShutdown          Reason = "shutdown"
+	ReasonRemovedByProvider Reason = "removed_by_provider"
+)

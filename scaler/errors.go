@@ -1,0 +1,65 @@
+package scaler
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoCapacity is returned by Reserve when no slot can be guaranteed. The
+// caller must not take a job. Use errors.As with *NoCapacityError for details.
+var ErrNoCapacity = errors.New("no capacity")
+
+// NoCapacityError explains a refused reservation.
+type NoCapacityError struct {
+	// Reason is "no_idle_slot" (preemptive mode) or "max_instances" (on-demand).
+	Reason string
+	// Detail has the numbers behind the refusal.
+	Detail string
+}
+
+func (e *NoCapacityError) Error() string {
+	return fmt.Sprintf("no capacity (%s): %s", e.Reason, e.Detail)
+}
+
+// Unwrap makes errors.Is(err, ErrNoCapacity) true.
+func (e *NoCapacityError) Unwrap() error { return ErrNoCapacity }
+
+// ErrUnknownKey is returned for a key that holds no reservation.
+var ErrUnknownKey = errors.New("no reservation with this key")
+
+// ErrDuplicateKey is returned by Reserve for a key that is already booked.
+var ErrDuplicateKey = errors.New("key already holds a reservation")
+
+// ErrNotAcquired is returned by Suspend when the key's reservation has no running job.
+var ErrNotAcquired = errors.New("reservation is not acquired")
+
+// ErrSuspendUnsupported is returned by Suspend when the provider cannot suspend instances.
+var ErrSuspendUnsupported = errors.New("the provider cannot suspend instances; use a provider with the suspend capability (local, sim)")
+
+// ErrUnknownEnv is returned by Resume for a key that names no environment.
+var ErrUnknownEnv = errors.New("no suspended environment with this key")
+
+// EnvLostError is returned by Resume when the environment's instance is gone.
+type EnvLostError struct {
+	Key        string
+	InstanceID string
+	Reason     string
+}
+
+func (e *EnvLostError) Error() string {
+	return fmt.Sprintf("environment %s cannot be resumed: its instance %s is gone (%s); submit the job without --resume to start fresh", e.Key, e.InstanceID, e.Reason)
+}
+
+// ErrEnvBusy is returned by Resume when another job already resumed the environment.
+var ErrEnvBusy = errors.New("environment is already resumed by another job")
+
+// InstanceLostError is delivered to a waiting Acquire when the instance that
+// was booting for it is gone and no replacement is ready.
+type InstanceLostError struct {
+	InstanceID string
+	Reason     string
+}
+
+func (e *InstanceLostError) Error() string {
+	return fmt.Sprintf("instance %s was lost: %s", e.InstanceID, e.Reason)
+}
