@@ -1,0 +1,486 @@
+// Package fleet runs the deterministic core (package scaler) against a real
+// provider with real time. It is the core's single owner: every call takes
+// one lock, feeds the core an event, persists its durable state when it
+// changed, and then carries out the actions the core returned — provider
+// calls in goroutines whose results come back as events, and wake-ups of
+// waiting Acquire and Resume calls.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/scaler"
+)
+
+// Store persists the core's durable state. store.Bolt implements it.
+type Store interface {
+	Save(scaler.State) error
+}
+
+// Options configure a Fleet.
+type Options struct {
+	// Provider is the initialised instance group.
+	Provider provider.InstanceGroup
+	// Store persists state before provider calls; nil keeps state in memory only.
+	Store Store
+	// Logger receives one line per decision.
+	Logger *slog.Logger
+	// ReadyHook runs instance_ready_command on an instance; nil means none.
+	ReadyHook func(ctx context.Context, id string) error
+	// UpdateInterval is how often the provider is listed (default 5s).
+	UpdateInterval time.Duration
+	// TickInterval is how often periodic decisions run (default 1s).
+	TickInterval time.Duration
+	// CallTimeout bounds each provider call (default 2m).
+	CallTimeout time.Duration
+	// Observe sees every action the core decides, for metrics. It runs under
+	// the fleet's lock and must be fast.
+	Observe func(scaler.Action)
+	// Clock returns the time (default time.Now).
+	Clock func() time.Time
+}
+
+// Acquisition is a booking bound to a slot on a ready instance.
+type Acquisition struct {
+	// Key is the booking key.
+	Key string
+	// Instance is the instance's ID.
+	Instance string
+	// Connect tells the executor how to reach the instance.
+	Connect provider.ConnectInfo
+	// State is the saved state of a resumed environment.
+	State []byte
+	// Lost is closed when the instance is lost while the job runs; LostReason
+	// then says why.
+	Lost <-chan struct{}
+	lost *lostSignal
+}
+
+// LostReason says why the acquisition's instance was lost, or "" if it was not.
+func (a Acquisition) LostReason() string {
+	if a.lost == nil {
+		return ""
+	}
+	a.lost.mu.Lock()
+	defer a.lost.mu.Unlock()
+	return a.lost.reason
+}
+
+type lostSignal struct {
+	ch     chan struct{}
+	mu     sync.Mutex
+	reason string
+}
+
+type result struct {
+	id    string
+	state []byte
+	err   error
+}
+
+// Fleet owns a core and a provider.
+type Fleet struct {
+	opts Options
+	log  *slog.Logger
+	susp provider.Suspender
+
+	mu      sync.Mutex
+	core    *scaler.Scaler
+	waiters map[string]chan result
+	lost    map[string]*lostSignal
+	changed chan struct{}
+	saveErr error
+
+	kick chan struct{}
+	ctx  context.Context // for provider calls; set by Run
+	wg   sync.WaitGroup
+}
+
+// New wraps core. Call Run to start the periodic loops.
+func New(core *scaler.Scaler, opts Options) *Fleet {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.UpdateInterval <= 0 {
+		opts.UpdateInterval = 5 * time.Second
+	}
+	if opts.TickInterval <= 0 {
+		opts.TickInterval = time.Second
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 2 * time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	f := &Fleet{opts: opts, log: opts.Logger, core: core,
+		waiters: map[string]chan result{}, lost: map[string]*lostSignal{},
+		changed: make(chan struct{}), kick: make(chan struct{}, 1), ctx: context.Background()}
+	f.susp, _ = opts.Provider.(provider.Suspender)
+	return f
+}
+
+// do runs fn on the core under the lock, then persists and dispatches.
+func (f *Fleet) do(fn func(c *scaler.Scaler)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.core.Advance(f.opts.Clock())
+	fn(f.core)
+	f.flushLocked()
+}
+
+// flushLocked persists the durable state if it changed and carries out the
+// core's actions. Provider actions run only after the state that records
+// their intent is saved; if saving fails, Increases are not carried out.
+func (f *Fleet) flushLocked() {
+	for f.core.HasReady() {
+		actions, dirty := f.core.Ready()
+		saved := true
+		if dirty && f.opts.Store != nil {
+			if err := f.opts.Store.Save(f.core.State()); err != nil {
+				saved = false
+				if f.saveErr == nil {
+					f.log.Error("cannot save state; not creating instances until it works again", "err", err)
+				}
+				f.saveErr = err
+			} else if f.saveErr != nil {
+				f.log.Info("state saved again")
+				f.saveErr = nil
+			}
+		}
+		for _, a := range actions {
+			f.dispatch(a, saved)
+		}
+		if len(actions) > 0 || dirty {
+			close(f.changed)
+			f.changed = make(chan struct{})
+		}
+	}
+}
+
+func (f *Fleet) dispatch(a scaler.Action, saved bool) {
+	if f.opts.Observe != nil {
+		f.opts.Observe(a)
+	}
+	switch a := a.(type) {
+	case scaler.Increase:
+		if !saved {
+			f.core.IncreaseResult(a.N, 0, fmt.Errorf("state not saved: %w", f.saveErr))
+			return
+		}
+		f.call(func(ctx context.Context) {
+			n, err := f.opts.Provider.Increase(ctx, a.N)
+			if err != nil {
+				f.log.Warn("increase failed", "requested", a.N, "created", n, "err", err)
+			}
+			f.do(func(c *scaler.Scaler) { c.IncreaseResult(a.N, n, err) })
+			f.Kick()
+		})
+	case scaler.Decrease:
+		f.log.Info("delete instance", "id", a.ID, "reason", a.Reason)
+		f.call(func(ctx context.Context) {
+			_, err := f.opts.Provider.Decrease(ctx, []string{a.ID})
+			if err != nil {
+				f.log.Warn("decrease failed; will retry", "id", a.ID, "err", err)
+			}
+			f.do(func(c *scaler.Scaler) { c.DecreaseResult([]string{a.ID}, err) })
+			f.Kick()
+		})
+	case scaler.Suspend:
+		f.log.Info("suspend instance", "id", a.ID)
+		f.call(func(ctx context.Context) {
+			err := f.suspendResume(ctx, a.ID, true)
+			f.do(func(c *scaler.Scaler) { c.SuspendResult(a.ID, err) })
+			f.Kick()
+		})
+	case scaler.Resume:
+		f.log.Info("resume instance", "id", a.ID)
+		f.call(func(ctx context.Context) {
+			err := f.suspendResume(ctx, a.ID, false)
+			f.do(func(c *scaler.Scaler) { c.ResumeResult(a.ID, err) })
+			f.Kick()
+		})
+	case scaler.RunReadyHook:
+		f.call(func(ctx context.Context) {
+			var err error
+			if f.opts.ReadyHook != nil {
+				err = f.opts.ReadyHook(ctx, a.ID)
+			}
+			if err != nil {
+				f.log.Warn("instance_ready_command failed", "id", a.ID, "err", err)
+			}
+			f.do(func(c *scaler.Scaler) { c.HookResult(a.ID, err) })
+		})
+	case scaler.Heartbeat:
+		f.call(func(ctx context.Context) {
+			err := f.opts.Provider.Heartbeat(ctx, a.ID)
+			if err != nil {
+				f.log.Warn("heartbeat failed", "id", a.ID, "err", err)
+			}
+			f.do(func(c *scaler.Scaler) { c.HeartbeatResult(a.ID, err) })
+		})
+	case scaler.Bound:
+		if ch, ok := f.waiters[a.Key]; ok {
+			delete(f.waiters, a.Key)
+			ch <- result{id: a.InstanceID, state: a.State}
+		}
+	case scaler.Failed:
+		if ch, ok := f.waiters[a.Key]; ok {
+			delete(f.waiters, a.Key)
+			ch <- result{err: a.Err}
+		}
+	case scaler.Lost:
+		f.log.Warn("instance lost under a running job", "key", a.Key, "id", a.InstanceID, "reason", a.Reason)
+		if l, ok := f.lost[a.Key]; ok {
+			l.mu.Lock()
+			l.reason = a.Reason
+			l.mu.Unlock()
+			close(l.ch)
+			delete(f.lost, a.Key)
+		}
+	case scaler.Gone:
+		f.log.Info("instance gone", "id", a.ID, "reason", a.Reason, "lifetime", a.Lifetime.Round(time.Second))
+	case scaler.Scaled:
+		f.log.Info("scale "+a.Direction, "in_use", a.InUse, "idle_target", a.IdleSlots, "have", a.Have, "want", a.Want, "n", a.N)
+	}
+}
+
+func (f *Fleet) suspendResume(ctx context.Context, id string, suspend bool) error {
+	if f.susp == nil {
+		return scaler.ErrSuspendUnsupported
+	}
+	var err error
+	if suspend {
+		_, err = f.susp.Suspend(ctx, []string{id})
+	} else {
+		_, err = f.susp.Resume(ctx, []string{id})
+	}
+	return err
+}
+
+// call runs a provider call in its own goroutine with the call timeout.
+func (f *Fleet) call(fn func(ctx context.Context)) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.opts.CallTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
+}
+
+// Kick asks for a provider listing soon.
+func (f *Fleet) Kick() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run lists the provider and ticks the core until ctx is done, then waits for
+// provider calls in flight.
+func (f *Fleet) Run(ctx context.Context) error {
+	f.mu.Lock()
+	f.ctx = ctx
+	f.mu.Unlock()
+	f.update(ctx) // the first listing reconciles a restored state
+	upd := time.NewTicker(f.opts.UpdateInterval)
+	tick := time.NewTicker(f.opts.TickInterval)
+	defer upd.Stop()
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			f.wg.Wait()
+			return nil
+		case <-upd.C:
+			f.update(ctx)
+		case <-f.kick:
+			f.update(ctx)
+		case <-tick.C:
+			f.do(func(c *scaler.Scaler) { c.Tick() })
+		}
+	}
+}
+
+func (f *Fleet) update(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
+	defer cancel()
+	var listing []scaler.Listed
+	err := f.opts.Provider.Update(cctx, func(id string, s provider.State) {
+		listing = append(listing, scaler.Listed{ID: id, State: s})
+	})
+	if err != nil {
+		// A failed listing says nothing about the instances: keep the last view.
+		if ctx.Err() == nil {
+			f.log.Warn("provider listing failed; keeping the last view", "err", err)
+		}
+		return
+	}
+	f.do(func(c *scaler.Scaler) { c.Observe(listing) })
+}
+
+// Changed returns a channel closed at the next change of the fleet, such as
+// a slot becoming free. Callers refused a booking wait on it.
+func (f *Fleet) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+// Reserve books a slot for key; see scaler.Scaler.Reserve.
+func (f *Fleet) Reserve(key string) (err error) {
+	f.do(func(c *scaler.Scaler) { err = c.Reserve(key) })
+	return err
+}
+
+// Unreserve gives a booking back; see scaler.Scaler.Unreserve.
+func (f *Fleet) Unreserve(key string) (err error) {
+	f.do(func(c *scaler.Scaler) { err = c.Unreserve(key) })
+	return err
+}
+
+// Release ends an acquisition; see scaler.Scaler.Release. Releasing an
+// acquisition whose instance was lost is not an error.
+func (f *Fleet) Release(key string) (err error) {
+	f.do(func(c *scaler.Scaler) {
+		delete(f.lost, key)
+		err = c.Release(key)
+	})
+	if errors.Is(err, scaler.ErrUnknownKey) {
+		return nil
+	}
+	return err
+}
+
+// Suspend parks key's acquisition as environment envKey; see scaler.Scaler.Suspend.
+func (f *Fleet) Suspend(key, envKey string, state []byte) (err error) {
+	f.do(func(c *scaler.Scaler) {
+		delete(f.lost, key)
+		err = c.Suspend(key, envKey, state)
+	})
+	return err
+}
+
+// Acquire waits until key's booking has a slot on a ready instance, or ctx
+// ends. On failure the booking is given back and the error says why.
+func (f *Fleet) Acquire(ctx context.Context, key string) (Acquisition, error) {
+	var (
+		id  string
+		ok  bool
+		err error
+		ch  chan result
+	)
+	f.do(func(c *scaler.Scaler) {
+		id, ok, err = c.Acquire(key)
+		if err == nil && !ok {
+			ch = make(chan result, 1)
+			f.waiters[key] = ch
+		}
+	})
+	if err != nil {
+		return Acquisition{}, err
+	}
+	if !ok {
+		r, werr := f.wait(ctx, key, ch)
+		if werr != nil {
+			return Acquisition{}, werr
+		}
+		id = r.id
+	}
+	return f.connect(ctx, key, id, nil)
+}
+
+// Resume resumes environment envKey for booking key and waits until it runs.
+func (f *Fleet) Resume(ctx context.Context, envKey, key string) (Acquisition, error) {
+	var (
+		err error
+		ch  = make(chan result, 1)
+	)
+	f.do(func(c *scaler.Scaler) {
+		err = c.Resume(envKey, key)
+		if err == nil {
+			f.waiters[key] = ch
+		}
+	})
+	if err != nil {
+		return Acquisition{}, err
+	}
+	r, err := f.wait(ctx, key, ch)
+	if err != nil {
+		return Acquisition{}, err
+	}
+	return f.connect(ctx, key, r.id, r.state)
+}
+
+func (f *Fleet) wait(ctx context.Context, key string, ch chan result) (result, error) {
+	select {
+	case r := <-ch:
+		return r, r.err
+	case <-ctx.Done():
+	}
+	var why string
+	var r result
+	var late bool
+	f.do(func(c *scaler.Scaler) {
+		delete(f.waiters, key)
+		select {
+		case r = <-ch: // bound at the last moment
+			late = true
+			return
+		default:
+		}
+		why = c.Why(key)
+		_ = c.Unreserve(key)
+	})
+	if late {
+		return r, r.err
+	}
+	return result{}, fmt.Errorf("no instance was ready for booking %s before the acquire timeout (%v): %s", key, context.Cause(ctx), why)
+}
+
+func (f *Fleet) connect(ctx context.Context, key, id string, state []byte) (Acquisition, error) {
+	l := &lostSignal{ch: make(chan struct{})}
+	f.mu.Lock()
+	f.lost[key] = l
+	f.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
+	defer cancel()
+	ci, err := f.opts.Provider.ConnectInfo(cctx, id)
+	if err != nil {
+		return Acquisition{Key: key, Instance: id}, fmt.Errorf("get connection details of instance %s: %w", id, err)
+	}
+	return Acquisition{Key: key, Instance: id, Connect: ci, State: state, Lost: l.ch, lost: l}, nil
+}
+
+// Instances describes the fleet's instances.
+func (f *Fleet) Instances() []scaler.InstanceView {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.core.Instances()
+}
+
+// Counts summarises the fleet for metrics.
+func (f *Fleet) Counts() scaler.Counts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.core.Counts()
+}
+
+// DeleteIdle deletes every instance that holds no job or environment and
+// waits for the provider calls, for delete_instances_on_shutdown.
+func (f *Fleet) DeleteIdle(ctx context.Context) {
+	f.do(func(c *scaler.Scaler) { c.DeleteAll(scaler.ReasonShutdown) })
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

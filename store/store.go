@@ -1,0 +1,230 @@
+// Package store keeps berth's durable state: instances, reservations,
+// acquisitions, suspended environments with their saved state, and pending
+// increases (intents recorded before provider calls).
+//
+// Bolt, backed by a bbolt file, is the default. A distributed backend
+// implements the same Store interface.
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/berth-ci/berth/scaler"
+)
+
+// Store loads and saves the core's durable state.
+type Store interface {
+	// ID identifies this state; environment keys carry it so that a key from
+	// another berth state is refused.
+	ID() string
+	// Load returns the saved state, or ok=false when nothing was saved yet.
+	Load() (st scaler.State, ok bool, err error)
+	// Save replaces the saved state atomically.
+	Save(st scaler.State) error
+	// Close releases the store.
+	Close() error
+}
+
+var (
+	bucketMeta         = []byte("meta")
+	bucketInstances    = []byte("instances")
+	bucketReservations = []byte("reservations")
+	bucketEnvs         = []byte("environments")
+	keyID              = []byte("id")
+	keyVersion         = []byte("version")
+	keyPending         = []byte("pending")
+	keySaved           = []byte("saved")
+	schemaVersion      = []byte("1")
+)
+
+// ErrLocked is returned by Open when another process holds the file.
+var ErrLocked = errors.New("state file is locked by another berth process")
+
+// Bolt is a Store in a bbolt file.
+type Bolt struct {
+	db   *bolt.DB
+	path string
+	id   string
+}
+
+// Open opens or creates the state file at path. An unreadable or corrupt
+// file is an error: berth must not start empty and forget its instances.
+func Open(path string) (*Bolt, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory for %s: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open state file %s: %w; stop the other berth or use another --state-dir", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, corrupt(path, err)
+	}
+	b := &Bolt{db: db, path: path}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if v := meta.Get(keyVersion); v != nil && string(v) != string(schemaVersion) {
+			return fmt.Errorf("schema version %q, this berth understands %q", v, schemaVersion)
+		}
+		if id := meta.Get(keyID); id != nil {
+			b.id = string(id)
+			return nil
+		}
+		if tx.Bucket(bucketInstances) != nil {
+			return errors.New("the state has instances but no id")
+		}
+		var raw [8]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return err
+		}
+		b.id = hex.EncodeToString(raw[:])
+		if err := meta.Put(keyVersion, schemaVersion); err != nil {
+			return err
+		}
+		return meta.Put(keyID, []byte(b.id))
+	})
+	if err != nil {
+		db.Close()
+		return nil, corrupt(path, err)
+	}
+	return b, nil
+}
+
+func corrupt(path string, err error) error {
+	return fmt.Errorf("state file %s is unreadable: %w; berth refuses to start rather than forget its instances and suspended environments: restore the file from a backup, or move it aside to start with an empty state (listed instances are then adopted or deleted by autoscaler.unknown_instances)", path, err)
+}
+
+// ID returns the state's identity.
+func (b *Bolt) ID() string { return b.id }
+
+// Path returns the file's path.
+func (b *Bolt) Path() string { return b.path }
+
+// Load returns the saved state.
+func (b *Bolt) Load() (scaler.State, bool, error) {
+	var st scaler.State
+	var ok bool
+	err := b.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta.Get(keySaved) == nil {
+			return nil
+		}
+		ok = true
+		if v := meta.Get(keyPending); v != nil {
+			if err := json.Unmarshal(v, &st.Pending); err != nil {
+				return fmt.Errorf("pending increases: %w", err)
+			}
+		}
+		if err := each(tx, bucketInstances, func(v []byte) error {
+			var r scaler.InstanceRecord
+			err := json.Unmarshal(v, &r)
+			st.Instances = append(st.Instances, r)
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := each(tx, bucketReservations, func(v []byte) error {
+			var r scaler.ReservationRecord
+			err := json.Unmarshal(v, &r)
+			st.Reservations = append(st.Reservations, r)
+			return err
+		}); err != nil {
+			return err
+		}
+		return each(tx, bucketEnvs, func(v []byte) error {
+			var r scaler.EnvRecord
+			err := json.Unmarshal(v, &r)
+			st.Envs = append(st.Envs, r)
+			return err
+		})
+	})
+	if err != nil {
+		return scaler.State{}, false, corrupt(b.path, err)
+	}
+	return st, ok, nil
+}
+
+func each(tx *bolt.Tx, name []byte, fn func(v []byte) error) error {
+	bk := tx.Bucket(name)
+	if bk == nil {
+		return nil
+	}
+	return bk.ForEach(func(k, v []byte) error {
+		if err := fn(v); err != nil {
+			return fmt.Errorf("%s/%s: %w", name, k, err)
+		}
+		return nil
+	})
+}
+
+// Save replaces the saved state in one transaction.
+func (b *Bolt) Save(st scaler.State) error {
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		pending, err := json.Marshal(st.Pending)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(keyPending, pending); err != nil {
+			return err
+		}
+		if err := meta.Put(keySaved, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+			return err
+		}
+		if err := replace(tx, bucketInstances, len(st.Instances), func(i int) (string, any) {
+			return st.Instances[i].ID, st.Instances[i]
+		}); err != nil {
+			return err
+		}
+		if err := replace(tx, bucketReservations, len(st.Reservations), func(i int) (string, any) {
+			return st.Reservations[i].Key, st.Reservations[i]
+		}); err != nil {
+			return err
+		}
+		return replace(tx, bucketEnvs, len(st.Envs), func(i int) (string, any) {
+			return st.Envs[i].Key, st.Envs[i]
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("save state to %s: %w (is the disk full?)", b.path, err)
+	}
+	return nil
+}
+
+func replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) error {
+	if tx.Bucket(name) != nil {
+		if err := tx.DeleteBucket(name); err != nil {
+			return err
+		}
+	}
+	bk, err := tx.CreateBucket(name)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		k, v := item(i)
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := bk.Put([]byte(k), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the file.
+func (b *Bolt) Close() error { return b.db.Close() }
