@@ -61,6 +61,13 @@ type Gone struct {
 	Lifetime time.Duration
 }
 
+// InstanceReady reports that an instance became ready to take jobs, After
+// its first listing.
+type InstanceReady struct {
+	ID    string
+	After time.Duration
+}
+
 // Scaled reports a scaling decision with the numbers behind it, for logs.
 type Scaled struct {
 	Direction string // "up" or "in"
@@ -71,17 +78,18 @@ type Scaled struct {
 	N         int
 }
 
-func (Increase) isAction()     {}
-func (Decrease) isAction()     {}
-func (Suspend) isAction()      {}
-func (Resume) isAction()       {}
-func (RunReadyHook) isAction() {}
-func (Heartbeat) isAction()    {}
-func (Bound) isAction()        {}
-func (Failed) isAction()       {}
-func (Lost) isAction()         {}
-func (Gone) isAction()         {}
-func (Scaled) isAction()       {}
+func (Increase) isAction()      {}
+func (Decrease) isAction()      {}
+func (Suspend) isAction()       {}
+func (Resume) isAction()        {}
+func (RunReadyHook) isAction()  {}
+func (Heartbeat) isAction()     {}
+func (Bound) isAction()         {}
+func (Failed) isAction()        {}
+func (Lost) isAction()          {}
+func (Gone) isAction()          {}
+func (Scaled) isAction()        {}
+func (InstanceReady) isAction() {}
 
 // Reason says why an instance was deleted or lost.
 type Reason string

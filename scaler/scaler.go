@@ -800,6 +800,7 @@ func backoff(fails int) time.Duration {
 }
 
 func (s *Scaler) makeReady(in *instance) {
+	s.emit(InstanceReady{ID: in.id, After: s.now.Sub(in.created)})
 	in.readyAt = s.now
 	in.idleSince = s.now
 	in.nextHB = s.now.Add(s.cfg.HeartbeatInterval)

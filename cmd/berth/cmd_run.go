@@ -1,8 +1,61 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
-// TODO(owner of cmd_run.go): replace this placeholder.
+	"github.com/spf13/cobra"
+
+	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/manager"
+)
+
 func newRunCmd() *cobra.Command {
-	return &cobra.Command{Use: "run", Short: "not written yet"}
+	var (
+		cfgFile  string
+		listen   string
+		stateDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the berth daemon (local provider and built-in queue when there is no config)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := config.Default()
+			if cfgFile != "" {
+				var err error
+				if cfg, err = config.Load(cfgFile); err != nil {
+					return err
+				}
+			}
+			if listen != "" {
+				cfg.Listen = listen
+			}
+			if stateDir != "" {
+				cfg.StateDir = stateDir
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			level := slog.LevelInfo
+			_ = level.UnmarshalText([]byte(cfg.LogLevel))
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			m, err := manager.New(ctx, cfg, log, manager.Options{})
+			if err != nil {
+				return fmt.Errorf("start: %w", err)
+			}
+			return m.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&cfgFile, "config", "", "TOML config file (default: none, built-in defaults)")
+	cmd.Flags().StringVar(&listen, "listen", "", "address of the HTTP API (default 127.0.0.1:8765)")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "directory for berth's state (default ~/.local/state/berth)")
+	return cmd
 }

@@ -8,12 +8,17 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/berth-ci/berth/provider/local"
+	_ "github.com/berth-ci/berth/provider/sim" // registers provider "sim"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
+	// A sandbox of the local provider is this same binary, re-executed.
+	local.RunSandboxIfRequested()
 	root := &cobra.Command{
 		Use:           "berth",
 		Short:         "Run CI jobs on an autoscaled fleet of instances",

@@ -1,0 +1,493 @@
+// Package manager is berth's daemon: it wires the state store, the provider,
+// the core (through package fleet), the job sources and the executor, and
+// runs the job loop: reserve → take a job → acquire → run → release, or
+// unreserve when no job came.
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/executor"
+	"github.com/berth-ci/berth/fleet"
+	"github.com/berth-ci/berth/jobsource"
+	"github.com/berth-ci/berth/jobsource/gitlab"
+	"github.com/berth-ci/berth/jobsource/queue"
+	"github.com/berth-ci/berth/metrics"
+	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/scaler"
+	"github.com/berth-ci/berth/store"
+)
+
+// Options tune the daemon beyond the config file.
+type Options struct {
+	// ShutdownGrace is how long running jobs may go on after a stop signal
+	// before they are canceled (default 5m).
+	ShutdownGrace time.Duration
+	// UpdateInterval is how often the provider is listed (default 2s).
+	UpdateInterval time.Duration
+	// Ready, if set, receives the HTTP address once the server listens.
+	Ready chan<- string
+}
+
+// Manager is the daemon.
+type Manager struct {
+	cfg  *config.Config
+	opts Options
+	log  *slog.Logger
+
+	store   *store.Bolt
+	prov    provider.InstanceGroup
+	info    provider.Info
+	fleet   *fleet.Fleet
+	queue   *queue.Queue
+	sources []jobsource.Source
+	metrics *metrics.Metrics
+	runner  *executor.Runner
+
+	jobs sync.WaitGroup
+}
+
+// New opens the state, initialises the provider and the job sources, and
+// restores the fleet. Nothing runs until Run.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (m *Manager, err error) {
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 5 * time.Minute
+	}
+	if opts.UpdateInterval <= 0 {
+		opts.UpdateInterval = 2 * time.Second
+	}
+	m = &Manager{cfg: cfg, opts: opts, log: log, runner: &executor.Runner{Logger: log}}
+	defer func() {
+		if err != nil {
+			m.close(context.Background())
+		}
+	}()
+	for _, w := range cfg.Warnings {
+		log.Warn("config: " + w.String())
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory %s: %w; pass a writable --state-dir", cfg.StateDir, err)
+	}
+	m.store, err = store.Open(filepath.Join(cfg.StateDir, "state.db"))
+	if err != nil {
+		return nil, err
+	}
+	saved, haveSaved, err := m.store.Load()
+	if err != nil {
+		return nil, err
+	}
+
+	as := cfg.Autoscaler
+	m.prov, err = provider.New(as.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("autoscaler.provider: %w", err)
+	}
+	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", as.Provider)})
+	if err != nil {
+		return nil, fmt.Errorf("initialise provider %q: %w", as.Provider, err)
+	}
+	sched, err := as.NewSchedule()
+	if err != nil {
+		return nil, err
+	}
+	coreCfg := scaler.Config{
+		CapacityPerInstance: as.CapacityPerInstance,
+		MaxInstances:        as.MaxInstances,
+		MaxUseCount:         as.MaxUseCount,
+		Policies:            sched,
+		ThrottleLimit:       as.ScaleThrottle.Limit,
+		ThrottleBurst:       as.ScaleThrottle.Burst,
+		ReadyHook:           as.InstanceReadyCommand != "",
+		ReadyTimeout:        as.InstanceAcquireTimeout,
+		ListingTimeout:      as.InstanceAcquireTimeout,
+		HeartbeatInterval:   as.HeartbeatInterval,
+		FailureThreshold:    as.FailureThreshold,
+		CanSuspend:          m.info.Capabilities.Suspend,
+		EnvTTL:              as.EnvironmentTTL,
+		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
+		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
+	}
+	if m.info.MaxSize > 0 && coreCfg.MaxInstances > m.info.MaxSize {
+		log.Warn("max_instances is above the provider's group size; using the group size", "max_instances", coreCfg.MaxInstances, "provider_max", m.info.MaxSize)
+		coreCfg.MaxInstances = m.info.MaxSize
+	}
+	var core *scaler.Scaler
+	if haveSaved {
+		var dead []scaler.DeadJob
+		core, dead, err = scaler.Restore(coreCfg, saved, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("restore state from %s: %w", m.store.Path(), err)
+		}
+		log.Info("restored state", "file", m.store.Path(), "instances", len(saved.Instances),
+			"environments", len(saved.Envs), "pending_increases", len(saved.Pending), "dead_jobs", len(dead))
+		for _, d := range dead {
+			log.Warn("job died with the previous berth process; releasing its slot", "key", d.Key, "instance", d.InstanceID)
+		}
+	} else {
+		core = scaler.New(coreCfg, time.Now())
+	}
+
+	m.metrics = metrics.New(func() scaler.Counts { return m.fleet.Counts() })
+	m.fleet = fleet.New(core, fleet.Options{
+		Provider:       m.prov,
+		Store:          m.store,
+		Logger:         log,
+		ReadyHook:      m.readyHook,
+		UpdateInterval: opts.UpdateInterval,
+		Observe:        m.metrics.Observe,
+	})
+
+	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"))
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range cfg.Sources {
+		switch s.Kind {
+		case config.SourceQueue:
+			m.sources = append(m.sources, m.queue)
+		case config.SourceGitLab:
+			g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
+				CheckInterval: s.CheckInterval}, log)
+			if err != nil {
+				return nil, fmt.Errorf("source %s: %w", s, err)
+			}
+			if err := g.Verify(ctx); err != nil {
+				return nil, fmt.Errorf("source %s: %w", s, err)
+			}
+			m.sources = append(m.sources, g)
+		}
+	}
+	if len(m.sources) == 0 {
+		m.sources = append(m.sources, m.queue)
+	}
+	return m, nil
+}
+
+// readyHook runs instance_ready_command on a new instance.
+func (m *Manager) readyHook(ctx context.Context, id string) error {
+	ci, err := m.prov.ConnectInfo(ctx, id)
+	if err != nil {
+		return fmt.Errorf("connection details: %w", err)
+	}
+	_, err = m.runner.Output(ctx, ci, m.cfg.Autoscaler.InstanceReadyCommand, 5*time.Minute)
+	return err
+}
+
+// Handler serves the HTTP API, /metrics and /healthz.
+func (m *Manager) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/api/v1/jobs", m.queue.Handler())
+	mux.Handle("/api/v1/jobs/", m.queue.Handler())
+	mux.HandleFunc("GET /api/v1/instances", m.serveInstances)
+	mux.Handle("GET /metrics", m.metrics.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "provider": m.info.ID})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /api/v1/jobs, /api/v1/instances, /metrics, /healthz", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func (m *Manager) serveInstances(w http.ResponseWriter, _ *http.Request) {
+	views := m.fleet.Instances()
+	list := api.InstanceList{Instances: make([]api.Instance, 0, len(views))}
+	for _, v := range views {
+		in := api.Instance{ID: v.ID, State: v.Phase, UseCount: v.UseCount, CreatedAt: v.Created.UTC(),
+			DeleteReason: string(v.DeleteReason),
+			Slots: api.SlotCounts{Idle: v.Slots[scaler.SlotIdle], Reserved: v.Slots[scaler.SlotReserved],
+				Acquired: v.Slots[scaler.SlotAcquired], Suspended: v.Slots[scaler.SlotSuspended],
+				Unavailable: v.Slots[scaler.SlotUnavailable]}}
+		if !v.ReadyAt.IsZero() {
+			t := v.ReadyAt.UTC()
+			in.ReadyAt = &t
+		}
+		if v.Env != "" {
+			in.EnvKeys = []string{v.Env}
+		}
+		list.Instances = append(list.Instances, in)
+	}
+	api.WriteJSON(w, http.StatusOK, list)
+}
+
+// Run serves HTTP and runs jobs until ctx is done, then stops gracefully: no
+// new jobs, running jobs get ShutdownGrace to finish, state is flushed.
+func (m *Manager) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", m.cfg.Listen)
+	if err != nil {
+		m.close(context.Background())
+		return fmt.Errorf("listen on %s: %w; is another berth running? pass --listen ADDR to use another address", m.cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server stopped", "err", err)
+		}
+	}()
+	m.log.Info("berth running", "listen", ln.Addr().String(), "provider", m.info.ID, "state_dir", m.cfg.StateDir,
+		"max_instances", m.cfg.Autoscaler.MaxInstances, "capacity_per_instance", m.cfg.Autoscaler.CapacityPerInstance)
+	if m.opts.Ready != nil {
+		m.opts.Ready <- ln.Addr().String()
+	}
+
+	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	fleetDone := make(chan struct{})
+	go func() { m.fleet.Run(fleetCtx); close(fleetDone) }()
+
+	// Jobs run on their own context, so a stop signal does not kill them at once.
+	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	var loops sync.WaitGroup
+	for _, src := range m.sources {
+		n := 1
+		if g, ok := src.(*gitlab.Source); ok {
+			n = g.RequestConcurrency()
+		}
+		for range n {
+			loops.Add(1)
+			go func() { defer loops.Done(); m.jobLoop(ctx, jobCtx, src) }()
+		}
+	}
+
+	<-ctx.Done()
+	m.log.Info("stopping: taking no new jobs", "grace", m.opts.ShutdownGrace)
+	loops.Wait()
+	done := make(chan struct{})
+	go func() { m.jobs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(m.opts.ShutdownGrace):
+		m.log.Warn("grace period over: canceling running jobs")
+		cancelJobs()
+		<-done
+	}
+	cancelJobs()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	if m.cfg.Autoscaler.DeleteInstancesOnShutdown {
+		m.log.Info("deleting idle instances on shutdown")
+		m.fleet.DeleteIdle(shutCtx)
+	}
+	stopFleet()
+	<-fleetDone
+	m.close(shutCtx)
+	m.log.Info("stopped")
+	return nil
+}
+
+func (m *Manager) close(ctx context.Context) {
+	if m.queue != nil {
+		m.queue.Close()
+	}
+	if m.prov != nil {
+		_ = m.prov.Shutdown(ctx)
+	}
+	if m.store != nil {
+		m.store.Close()
+	}
+}
+
+func newKey(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// jobLoop books a slot, then asks src for a job. A job is never taken
+// without a booking (DESIGN.md, failure 1).
+func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
+	waiter, _ := src.(jobsource.Waiter)
+	idle := time.Second
+	if g, ok := src.(*gitlab.Source); ok {
+		idle = g.CheckInterval()
+	}
+	for ctx.Err() == nil {
+		if waiter != nil {
+			if err := waiter.WaitForJobs(ctx); err != nil {
+				return
+			}
+		}
+		changed := m.fleet.Changed()
+		key := newKey("job-")
+		if err := m.fleet.Reserve(key); err != nil {
+			if !errors.Is(err, scaler.ErrNoCapacity) {
+				m.log.Error("reserve failed", "err", err)
+			}
+			select { // wait for capacity to change; the ticker bounds the wait
+			case <-changed:
+			case <-time.After(5 * time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		job, err := src.Request(ctx)
+		if err != nil || job == nil {
+			_ = m.fleet.Unreserve(key)
+			if err != nil && ctx.Err() == nil {
+				m.log.Warn("job request failed", "source", src.Name(), "err", err)
+			}
+			if waiter == nil || err != nil {
+				select {
+				case <-time.After(idle):
+				case <-ctx.Done():
+				}
+			}
+			continue
+		}
+		m.jobs.Add(1)
+		go func() {
+			defer m.jobs.Done()
+			m.runJob(jobCtx, key, job)
+		}()
+	}
+}
+
+// envState is the opaque state saved with a parked environment.
+type envState struct {
+	Job      string    `json:"job"`
+	ParkedAt time.Time `json:"parked_at"`
+}
+
+// runJob acquires the booked slot, runs the job and gives the slot back (or
+// parks the environment).
+func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
+	spec := job.Spec()
+	log := m.log.With("job", job.ID(), "key", key)
+	finish := func(r jobsource.Result) {
+		m.metrics.Jobs.WithLabelValues(resultLabel(r)).Inc()
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := job.Finish(fctx, r); err != nil {
+			log.Error("report job result", "err", err)
+		}
+		log.Info("job finished", "instance", r.Instance, "exit_code", r.ExitCode, "failure", r.Failure, "message", r.Message)
+	}
+
+	acqCtx, cancelAcq := context.WithTimeout(ctx, m.cfg.Autoscaler.InstanceAcquireTimeout)
+	var acq fleet.Acquisition
+	var err error
+	if spec.ResumeKey != "" {
+		_ = m.fleet.Unreserve(key) // the environment's own slot is the booking
+		if err = m.checkEnvKey(spec.ResumeKey); err == nil {
+			acq, err = m.fleet.Resume(acqCtx, spec.ResumeKey, key)
+		}
+	} else {
+		acq, err = m.fleet.Acquire(acqCtx, key)
+	}
+	cancelAcq()
+	if err != nil {
+		if acq.Instance != "" {
+			_ = m.fleet.Release(key)
+		}
+		finish(jobsource.Result{ExitCode: -1, Failure: jobsource.FailureSystem, Instance: acq.Instance,
+			Message: "berth could not provide an instance: " + err.Error()})
+		return
+	}
+	job.Started(acq.Instance)
+	if w, ok := job.(interface{ CreatedAt() time.Time }); ok {
+		m.metrics.QueueWait.Observe(time.Since(w.CreatedAt()).Seconds())
+	}
+	log.Info("job started", "instance", acq.Instance)
+
+	res := m.execute(ctx, spec, job, acq)
+	res.Instance = acq.Instance
+	lost := acq.LostReason() != ""
+	if spec.Suspend && !lost && res.Failure != jobsource.FailureSystem {
+		envKey := spec.ResumeKey
+		if envKey == "" {
+			envKey = newKey(m.store.ID() + "-")
+		}
+		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC()})
+		if err := m.fleet.Suspend(key, envKey, state); err != nil {
+			fmt.Fprintf(job.Log(), "\nberth: could not park the environment: %v\n", err)
+			_ = m.fleet.Release(key)
+		} else {
+			res.EnvKey = envKey
+		}
+	} else {
+		_ = m.fleet.Release(key)
+	}
+	finish(res)
+}
+
+// checkEnvKey refuses a key minted by another berth state.
+func (m *Manager) checkEnvKey(k string) error {
+	if !strings.HasPrefix(k, m.store.ID()+"-") {
+		return fmt.Errorf("environment key %q was not issued by this berth (its state id is %s); a key from another berth state cannot be resumed here", k, m.store.ID())
+	}
+	return nil
+}
+
+// execute runs the script and after_script and maps how they ended.
+func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsource.Job, acq fleet.Acquisition) jobsource.Result {
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = m.cfg.JobTimeout
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var graceful atomic.Bool
+	go func() {
+		select {
+		case <-acq.Lost:
+			cancel(fmt.Errorf("instance %s was lost: %s", acq.Instance, acq.LostReason()))
+		case c := <-job.Canceled():
+			graceful.Store(c.Graceful)
+			cancel(errCanceled)
+		case <-runCtx.Done():
+		}
+	}()
+	code, err := m.runner.Run(runCtx, acq.Connect, executor.Command{Script: spec.Script, Env: spec.Env, Output: job.Log(), Timeout: timeout})
+	res := jobsource.Result{ExitCode: code}
+	cause := context.Cause(runCtx)
+	switch {
+	case err == nil && code == 0:
+	case err == nil:
+		res.Failure, res.Message = jobsource.FailureScript, fmt.Sprintf("script exited with code %d", code)
+	case errors.Is(cause, errCanceled):
+		res.ExitCode, res.Failure, res.Message = -1, jobsource.FailureCanceled, "job canceled"
+	case acq.LostReason() != "":
+		res.ExitCode, res.Failure = -1, jobsource.FailureSystem
+		res.Message = fmt.Sprintf("instance %s was lost while the job ran: %s", acq.Instance, acq.LostReason())
+	case errors.Is(err, executor.ErrTimeout):
+		res.ExitCode, res.Failure, res.Message = -1, jobsource.FailureTimeout, fmt.Sprintf("job exceeded its timeout of %s", timeout)
+	case errors.Is(err, executor.ErrCanceled) && ctx.Err() != nil:
+		res.ExitCode, res.Failure, res.Message = -1, jobsource.FailureSystem, "berth stopped before the job finished (shutdown grace period over)"
+	default:
+		res.ExitCode, res.Failure, res.Message = -1, jobsource.FailureSystem, err.Error()
+	}
+	if spec.AfterScript != "" && (res.Failure != jobsource.FailureCanceled || graceful.Load()) && res.Failure != jobsource.FailureSystem {
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		_, aerr := m.runner.Run(actx, acq.Connect, executor.Command{Script: spec.AfterScript, Env: spec.Env, Output: job.Log()})
+		acancel()
+		if aerr != nil {
+			fmt.Fprintf(job.Log(), "\nberth: after_script failed: %v\n", aerr)
+		}
+	}
+	return res
+}
+
+var errCanceled = errors.New("job canceled by its source")
+
+func resultLabel(r jobsource.Result) string {
+	if r.Failure == jobsource.FailureNone {
+		return "success"
+	}
+	return string(r.Failure)
+}

@@ -1,0 +1,112 @@
+// Package metrics exposes berth's Prometheus metrics: instances and slots by
+// state, refused reservations by reason, scale operations, deletions by
+// reason, job queue wait, instance time-to-ready and jobs by result.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/berth-ci/berth/scaler"
+)
+
+// Metrics holds berth's collectors in their own registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	// ScaleOps counts instances requested (direction "up") and idle
+	// instances removed (direction "in").
+	ScaleOps *prometheus.CounterVec
+	// Deletions counts instances that left the fleet, by reason.
+	Deletions *prometheus.CounterVec
+	// QueueWait observes how long a job waited from submission to start.
+	QueueWait prometheus.Histogram
+	// TimeToReady observes how long an instance took from first listing to ready.
+	TimeToReady prometheus.Histogram
+	// Jobs counts finished jobs by result.
+	Jobs *prometheus.CounterVec
+}
+
+// New registers berth's metrics. counts is called at every scrape for the
+// gauges of instances and slots by state and the refused reservations.
+func New(counts func() scaler.Counts) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		ScaleOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_scale_operations_total", Help: "Instances asked for (up) or removed as idle (in).",
+		}, []string{"direction"}),
+		Deletions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_instance_deletions_total", Help: "Instances that left the fleet, by reason.",
+		}, []string{"reason"}),
+		QueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "berth_job_queue_wait_seconds", Help: "Time from a job's submission to its start on an instance.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
+		}),
+		TimeToReady: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "berth_instance_time_to_ready_seconds", Help: "Time from an instance's request to its readiness.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 16),
+		}),
+		Jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_jobs_total", Help: "Finished jobs by result.",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.ScaleOps, m.Deletions, m.QueueWait, m.TimeToReady, m.Jobs,
+		&fleetCollector{counts: counts},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Observe records what a core action says about the fleet.
+func (m *Metrics) Observe(a scaler.Action) {
+	switch a := a.(type) {
+	case scaler.Scaled:
+		m.ScaleOps.WithLabelValues(a.Direction).Add(float64(a.N))
+	case scaler.Gone:
+		m.Deletions.WithLabelValues(string(a.Reason)).Inc()
+	case scaler.InstanceReady:
+		m.TimeToReady.Observe(a.After.Seconds())
+	}
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+var (
+	instancesDesc = prometheus.NewDesc("berth_instances", "Instances by the scaler's phase.", []string{"state"}, nil)
+	slotsDesc     = prometheus.NewDesc("berth_slots", "Slots by state.", []string{"state"}, nil)
+	pendingDesc   = prometheus.NewDesc("berth_instances_pending", "Instances requested but not yet listed by the provider.", nil, nil)
+	refusedDesc   = prometheus.NewDesc("berth_reservations_refused_total", "Refused reservations by reason.", []string{"reason"}, nil)
+	envsDesc      = prometheus.NewDesc("berth_environments_suspended", "Parked (suspended) job environments.", nil, nil)
+)
+
+// fleetCollector reads the core's counts at scrape time, so gauges are
+// always one consistent snapshot.
+type fleetCollector struct{ counts func() scaler.Counts }
+
+func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- instancesDesc
+	ch <- slotsDesc
+	ch <- pendingDesc
+	ch <- refusedDesc
+	ch <- envsDesc
+}
+
+func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	cs := c.counts()
+	for state, n := range cs.InstancesByPhase {
+		ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(n), state)
+	}
+	for _, state := range []string{scaler.SlotIdle, scaler.SlotReserved, scaler.SlotAcquired, scaler.SlotSuspended, scaler.SlotUnavailable} {
+		ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(cs.Slots[state]), state)
+	}
+	ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(cs.Pending))
+	for _, reason := range []string{"no_idle_slot", "max_instances"} {
+		ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(cs.Refused[reason]), reason)
+	}
+	ch <- prometheus.MustNewConstMetric(envsDesc, prometheus.GaugeValue, float64(cs.Environments))
+}
