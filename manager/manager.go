@@ -45,6 +45,12 @@ type Options struct {
 	Ready chan<- string
 }
 
+// source is a job source and how many requests may be in flight to it.
+type source struct {
+	src         jobsource.Source
+	concurrency int
+}
+
 // Manager is the daemon.
 type Manager struct {
 	cfg  *config.Config
@@ -56,7 +62,7 @@ type Manager struct {
 	info    provider.Info
 	fleet   *fleet.Fleet
 	queue   *queue.Queue
-	sources []jobsource.Source
+	sources []source
 	metrics *metrics.Metrics
 	runner  *executor.Runner
 
@@ -160,7 +166,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	for _, s := range cfg.Sources {
 		switch s.Kind {
 		case config.SourceQueue:
-			m.sources = append(m.sources, m.queue)
+			m.sources = append(m.sources, source{m.queue, 1})
 		case config.SourceGitLab:
 			g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
 				CheckInterval: s.CheckInterval}, log)
@@ -170,11 +176,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			if err := g.Verify(ctx); err != nil {
 				return nil, fmt.Errorf("source %s: %w", s, err)
 			}
-			m.sources = append(m.sources, g)
+			m.sources = append(m.sources, source{g, max(1, s.RequestConcurrency)})
 		}
 	}
 	if len(m.sources) == 0 {
-		m.sources = append(m.sources, m.queue)
+		m.sources = append(m.sources, source{m.queue, 1})
 	}
 	return m, nil
 }
@@ -192,8 +198,7 @@ func (m *Manager) readyHook(ctx context.Context, id string) error {
 // Handler serves the HTTP API, /metrics and /healthz.
 func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/api/v1/jobs", m.queue.Handler())
-	mux.Handle("/api/v1/jobs/", m.queue.Handler())
+	m.queue.Register(mux)
 	mux.HandleFunc("GET /api/v1/instances", m.serveInstances)
 	mux.Handle("GET /metrics", m.metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -253,14 +258,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	// Jobs run on their own context, so a stop signal does not kill them at once.
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	var loops sync.WaitGroup
-	for _, src := range m.sources {
-		n := 1
-		if g, ok := src.(*gitlab.Source); ok {
-			n = g.RequestConcurrency()
-		}
-		for range n {
+	for _, s := range m.sources {
+		// One loop per allowed request in flight: each holds one booking.
+		for range s.concurrency {
 			loops.Add(1)
-			go func() { defer loops.Done(); m.jobLoop(ctx, jobCtx, src) }()
+			go func() { defer loops.Done(); m.jobLoop(ctx, jobCtx, s.src) }()
 		}
 	}
 
