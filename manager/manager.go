@@ -41,6 +41,8 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// UpdateInterval is how often the provider is listed (default 2s).
 	UpdateInterval time.Duration
+	// Version is berth's version, reported to job sources.
+	Version string
 	// Ready, if set, receives the HTTP address once the server listens.
 	Ready chan<- string
 }
@@ -159,7 +161,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		Observe:        m.metrics.Observe,
 	})
 
-	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"))
+	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"), queue.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +170,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		case config.SourceQueue:
 			m.sources = append(m.sources, source{m.queue, 1})
 		case config.SourceGitLab:
+			// A stable system id keeps GitLab from listing a new runner manager after each restart.
 			g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
-				CheckInterval: s.CheckInterval}, log)
+				CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: opts.Version}, log)
 			if err != nil {
 				return nil, fmt.Errorf("source %s: %w", s, err)
 			}

@@ -47,7 +47,7 @@ func newRunCmd() *cobra.Command {
 
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			m, err := manager.New(ctx, cfg, log, manager.Options{})
+			m, err := manager.New(ctx, cfg, log, manager.Options{Version: version})
 			if err != nil {
 				return fmt.Errorf("start: %w", err)
 			}

@@ -1,0 +1,246 @@
+package gitlab
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The JSON shapes below mirror the runner API v4 as documented in
+// shared/gitlab-runner-api.md; only the fields a shell job needs are decoded.
+
+type featuresInfo struct {
+	Variables             bool `json:"variables"`
+	Image                 bool `json:"image"`
+	Services              bool `json:"services"`
+	Artifacts             bool `json:"artifacts"`
+	Cache                 bool `json:"cache"`
+	Shared                bool `json:"shared"`
+	Refspecs              bool `json:"refspecs"`
+	Masking               bool `json:"masking"`
+	RawVariablesParameter bool `json:"raw_variables_parameter"`
+	MultiBuildSteps       bool `json:"multi_build_steps"`
+	TraceReset            bool `json:"trace_reset"`
+	TraceChecksum         bool `json:"trace_checksum"`
+	TraceSize             bool `json:"trace_size"`
+	Cancelable            bool `json:"cancelable"`
+	ReturnExitCode        bool `json:"return_exit_code"`
+	CancelGracefully      bool `json:"cancel_gracefully"`
+}
+
+type versionInfo struct {
+	Name         string       `json:"name"`
+	Version      string       `json:"version"`
+	Revision     string       `json:"revision"`
+	Platform     string       `json:"platform"`
+	Architecture string       `json:"architecture"`
+	Executor     string       `json:"executor"`
+	Shell        string       `json:"shell"`
+	Features     featuresInfo `json:"features"`
+}
+
+type verifyRequest struct {
+	Token    string      `json:"token"`
+	SystemID string      `json:"system_id"`
+	Info     versionInfo `json:"info"`
+}
+
+type jobRequest struct {
+	Token      string      `json:"token"`
+	SystemID   string      `json:"system_id"`
+	LastUpdate string      `json:"last_update,omitempty"`
+	Info       versionInfo `json:"info"`
+}
+
+type jobVariable struct {
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Public bool   `json:"public"`
+	File   bool   `json:"file"`
+	Masked bool   `json:"masked"`
+	Raw    bool   `json:"raw"`
+}
+
+type jobStep struct {
+	Name         string   `json:"name"`
+	Script       []string `json:"script"`
+	Timeout      int      `json:"timeout"`
+	When         string   `json:"when"`
+	AllowFailure bool     `json:"allow_failure"`
+}
+
+type jobPayload struct {
+	ID      int64  `json:"id"`
+	Token   string `json:"token"`
+	JobInfo struct {
+		Name        string `json:"name"`
+		Stage       string `json:"stage"`
+		ProjectID   int64  `json:"project_id"`
+		ProjectName string `json:"project_name"`
+	} `json:"job_info"`
+	GitInfo struct {
+		RepoURL   string   `json:"repo_url"`
+		Ref       string   `json:"ref"`
+		Sha       string   `json:"sha"`
+		BeforeSha string   `json:"before_sha"`
+		RefType   string   `json:"ref_type"`
+		Refspecs  []string `json:"refspecs"`
+		Depth     int      `json:"depth"`
+	} `json:"git_info"`
+	RunnerInfo struct {
+		Timeout int `json:"timeout"`
+	} `json:"runner_info"`
+	Variables []jobVariable `json:"variables"`
+	Steps     []jobStep     `json:"steps"`
+	Features  struct {
+		FailureReasons []string `json:"failure_reasons"`
+	} `json:"features"`
+}
+
+type jobOutput struct {
+	Checksum string `json:"checksum"`
+	Bytesize int    `json:"bytesize"`
+}
+
+type updateJobRequest struct {
+	Token         string      `json:"token"`
+	Info          versionInfo `json:"info"`
+	State         string      `json:"state"`
+	FailureReason string      `json:"failure_reason,omitempty"`
+	ExitCode      *int        `json:"exit_code,omitempty"`
+	Output        jobOutput   `json:"output"`
+}
+
+// response is an HTTP answer read in full, so callers never leak a body.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// client does the HTTP calls; it knows the API's conventions (base path,
+// X-Request-Id, User-Agent) but nothing about jobs.
+type client struct {
+	base    string
+	http    *http.Client
+	timeout time.Duration
+	agent   string
+}
+
+// maxResponseBody bounds what is read of an answer; job payloads with many
+// variables are the largest and stay far below it.
+const maxResponseBody = 32 << 20
+
+func (c *client) do(ctx context.Context, method, path string, header http.Header, contentType string, body []byte) (*response, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.base+"/api/v4/"+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.agent)
+	// A unique request ID lets a GitLab admin find each call in GitLab's logs.
+	req.Header.Set("X-Request-Id", newRequestID())
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading answer: %w", method, path, err)
+	}
+	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+func (c *client) doJSON(ctx context.Context, method, path string, header http.Header, v any) (*response, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: encoding body: %w", method, path, err)
+	}
+	return c.do(ctx, method, path, header, "application/json", b)
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
+	return hex.EncodeToString(b[:])
+}
+
+// randomString returns n characters of [0-9a-z], the alphabet of
+// gitlab-runner's system IDs.
+func randomString(n int) string {
+	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+func (s *Source) versionInfo() versionInfo {
+	return versionInfo{
+		Name:         "berth",
+		Version:      s.cfg.Version,
+		Platform:     runtime.GOOS,
+		Architecture: runtime.GOARCH,
+		Executor:     "berth",
+		Shell:        "bash",
+		Features: featuresInfo{
+			Variables:             true,
+			Refspecs:              true,
+			Masking:               true,
+			RawVariablesParameter: true,
+			MultiBuildSteps:       true,
+			TraceReset:            true,
+			TraceChecksum:         true,
+			TraceSize:             true,
+			Cancelable:            true,
+			ReturnExitCode:        true,
+			CancelGracefully:      true,
+		},
+	}
+}
+
+// updateInterval reads X-GitLab-Trace-Update-Interval (seconds); ok is false
+// when the header is absent or not a positive number.
+func updateInterval(h http.Header) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("X-GitLab-Trace-Update-Interval"))
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return time.Duration(n) * time.Second, true
+}
+
+// rangeEnd parses the end of a "Range: 0-SIZE" answer, which is the number of
+// bytes GitLab holds (so the offset of the next byte to send).
+func rangeEnd(h http.Header) (int, bool) {
+	v := strings.TrimSpace(h.Get("Range"))
+	_, end, ok := strings.Cut(v, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(end)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}

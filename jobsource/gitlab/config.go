@@ -1,0 +1,149 @@
+// Package gitlab is a job source that takes jobs from GitLab through the
+// runner API (v4), the same API gitlab-runner uses, and runs them as plain
+// shell jobs: berth is the executor, GitLab only sees a runner.
+//
+// The flow per job follows gitlab-runner: verify the runner token at start,
+// long-poll POST /jobs/request (only while the manager holds a booked slot),
+// stream the log with PATCH /jobs/:id/trace, keep the job alive with
+// PUT /jobs/:id, and report the result with a final PUT that is repeated
+// while GitLab answers 202.
+package gitlab
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults for Config fields left zero. They match gitlab-runner's defaults
+// where gitlab-runner has one, so that a GitLab admin sees familiar behaviour.
+const (
+	DefaultRequestConcurrency = 4
+	DefaultCheckInterval      = 3 * time.Second
+	DefaultUpdateInterval     = 3 * time.Second
+	DefaultMaxUpdateInterval  = time.Minute
+	DefaultKeepAliveInterval  = 30 * time.Second
+	DefaultRetryBaseDelay     = 500 * time.Millisecond
+	DefaultRetryMaxDelay      = 30 * time.Second
+	DefaultRetryLimit         = 5
+	DefaultOutputLimit        = 4 << 20
+	DefaultRequestTimeout     = 2 * time.Minute
+	defaultMaxPatchSize       = 1 << 20
+)
+
+// Config configures a GitLab source. Only URL and one of Token or TokenFile
+// are required; every other field has a default.
+type Config struct {
+	// URL is GitLab's base URL, e.g. https://gitlab.example.com.
+	URL string
+	// Token is the runner authentication token (glrt-...) created in GitLab's UI.
+	Token string
+	// TokenFile holds the token instead, so it can live outside berth.toml.
+	TokenFile string
+	// Name identifies the source in logs and metrics; default "gitlab:" + URL.
+	Name string
+	// RequestConcurrency bounds how many /jobs/request long-polls are in
+	// flight at once, like gitlab-runner's request_concurrency.
+	RequestConcurrency int
+	// CheckInterval is how long the manager should wait between empty polls,
+	// like gitlab-runner's check_interval. The source only reports it.
+	CheckInterval time.Duration
+	// SystemID identifies this berth process to GitLab (system_id); GitLab
+	// shows one runner manager per system ID. Default: random per process.
+	SystemID string
+	// Version is reported to GitLab as the runner version.
+	Version string
+	// BuildsDir is where jobs check out sources on the instance; default
+	// $HOME/builds, evaluated on the instance.
+	BuildsDir string
+	// UpdateInterval is the time between log updates until GitLab asks for
+	// another one with X-GitLab-Trace-Update-Interval.
+	UpdateInterval time.Duration
+	// MaxUpdateInterval caps the interval GitLab may ask for.
+	MaxUpdateInterval time.Duration
+	// KeepAliveInterval is the longest time a running job goes without
+	// talking to GitLab; when the log is idle a PUT state=running is sent.
+	KeepAliveInterval time.Duration
+	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff used
+	// when GitLab answers 409 or 503 to a job request.
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+	// RetryLimit is how many times a job request is retried before giving up.
+	RetryLimit int
+	// OutputLimit caps a job's log in bytes; further output is dropped with a notice.
+	OutputLimit int
+	// RequestTimeout bounds one HTTP call, long-polls included (GitLab holds
+	// them about 50 s).
+	RequestTimeout time.Duration
+	// HTTPClient overrides the HTTP client, e.g. for a custom CA.
+	HTTPClient *http.Client
+}
+
+// withDefaults returns a copy of c with zero fields set to their defaults,
+// the token loaded from TokenFile, and the URL validated.
+func (c Config) withDefaults() (Config, error) {
+	if c.URL == "" {
+		return c, errors.New("gitlab source: url is required (e.g. url = \"https://gitlab.example.com\")")
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("gitlab source: url %q must be an http(s) URL such as https://gitlab.example.com", c.URL)
+	}
+	// Accept the URL with or without the API suffix, as users paste either.
+	c.URL = strings.TrimSuffix(strings.TrimSuffix(c.URL, "/"), "/api/v4")
+	switch {
+	case c.Token != "" && c.TokenFile != "":
+		return c, errors.New("gitlab source: set token or token_file, not both")
+	case c.TokenFile != "":
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return c, fmt.Errorf("gitlab source: reading token_file: %w", err)
+		}
+		c.Token = strings.TrimSpace(string(b))
+		if c.Token == "" {
+			return c, fmt.Errorf("gitlab source: token_file %s is empty", c.TokenFile)
+		}
+	case c.Token == "":
+		return c, errors.New("gitlab source: token or token_file is required: create a runner in GitLab " +
+			"(Settings > CI/CD > Runners > New project runner) and copy its glrt- token")
+	}
+	if c.Name == "" {
+		c.Name = "gitlab:" + c.URL
+	}
+	if c.RequestConcurrency <= 0 {
+		c.RequestConcurrency = DefaultRequestConcurrency
+	}
+	setDuration(&c.CheckInterval, DefaultCheckInterval)
+	setDuration(&c.UpdateInterval, DefaultUpdateInterval)
+	setDuration(&c.MaxUpdateInterval, DefaultMaxUpdateInterval)
+	setDuration(&c.KeepAliveInterval, DefaultKeepAliveInterval)
+	setDuration(&c.RetryBaseDelay, DefaultRetryBaseDelay)
+	setDuration(&c.RetryMaxDelay, DefaultRetryMaxDelay)
+	setDuration(&c.RequestTimeout, DefaultRequestTimeout)
+	if c.RetryLimit <= 0 {
+		c.RetryLimit = DefaultRetryLimit
+	}
+	if c.OutputLimit <= 0 {
+		c.OutputLimit = DefaultOutputLimit
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.SystemID == "" {
+		c.SystemID = "r_" + randomString(12)
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	return c, nil
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}

@@ -1,0 +1,290 @@
+package gitlab
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-ci/berth/jobsource"
+)
+
+// The scripts built here run in a plain POSIX shell on the instance, which is
+// all the manager promises. Each one writes the real job script to a private
+// temp dir and runs it with bash when the instance has bash (GitLab users
+// write bash), else with sh. Variables are exported by the script itself
+// rather than through Spec.Env because SSH servers commonly refuse to set
+// client-supplied environment variables.
+
+// shellQuote quotes s for POSIX shells: it wraps s in single quotes and writes each single quote inside as: close quote, backslash and quote, reopen quote.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// expandVariables resolves $VAR and ${VAR} references in non-raw variables
+// against the job's own variables, as gitlab-runner does before a job runs;
+// raw variables are taken literally. Unknown references become empty.
+func expandVariables(vars []jobVariable) []jobVariable {
+	values := map[string]string{}
+	for _, v := range vars {
+		values[v.Key] = v.Value
+	}
+	out := make([]jobVariable, len(vars))
+	for i, v := range vars {
+		if !v.Raw && !v.File {
+			v.Value = os.Expand(v.Value, func(name string) string { return values[name] })
+		}
+		out[i] = v
+	}
+	return out
+}
+
+var unsafePathChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// projectPath derives "group/project" from the repository URL, for a build
+// directory users recognise; every segment is sanitised so it cannot escape
+// the builds dir.
+func projectPath(p *jobPayload) string {
+	var segs []string
+	if u, err := url.Parse(p.GitInfo.RepoURL); err == nil {
+		for _, s := range strings.Split(strings.TrimSuffix(u.Path, ".git"), "/") {
+			s = unsafePathChars.ReplaceAllString(s, "_")
+			if s != "" && s != "." && s != ".." {
+				segs = append(segs, s)
+			}
+		}
+	}
+	if len(segs) > 2 {
+		segs = segs[len(segs)-2:]
+	}
+	if len(segs) == 0 {
+		return "project-" + strconv.FormatInt(p.JobInfo.ProjectID, 10)
+	}
+	return strings.Join(segs, "/")
+}
+
+// repoAccess splits GitLab's repo_url, which embeds the job token as
+// gitlab-ci-token:TOKEN@, into a clean URL (safe to print and to keep in
+// .git/config) and the HTTP header that authenticates the fetch.
+func repoAccess(p *jobPayload) (clean, authHeader string) {
+	u, err := url.Parse(p.GitInfo.RepoURL)
+	if err != nil {
+		return p.GitInfo.RepoURL, ""
+	}
+	user, pass := "gitlab-ci-token", p.Token
+	if u.User != nil {
+		if n := u.User.Username(); n != "" {
+			user = n
+		}
+		if pw, ok := u.User.Password(); ok {
+			pass = pw
+		}
+		u.User = nil
+	}
+	clean = u.String()
+	if u.Scheme == "http" || u.Scheme == "https" {
+		authHeader = "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	}
+	return clean, authHeader
+}
+
+// stepScript returns the lines of the named step.
+func stepScript(p *jobPayload, name string) (jobStep, bool) {
+	for _, s := range p.Steps {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return jobStep{}, false
+}
+
+// buildSpec turns a GitLab job into what the manager runs.
+func buildSpec(p *jobPayload, buildsDir, tmpName string) jobsource.Spec {
+	script, _ := stepScript(p, "script")
+	after, hasAfter := stepScript(p, "after_script")
+
+	timeout := time.Duration(p.RunnerInfo.Timeout) * time.Second
+	if timeout <= 0 {
+		timeout = time.Duration(script.Timeout) * time.Second
+	}
+
+	vars := expandVariables(p.Variables)
+	prelude := scriptPrelude(p, vars, buildsDir)
+
+	var main strings.Builder
+	main.WriteString(prelude)
+	// Record how the script ended for after_script's CI_JOB_STATUS; a job
+	// killed before the trap runs is reported as canceled.
+	main.WriteString(`trap 'berth_rc=$?; if [ "$berth_rc" -eq 0 ]; then berth_st=success; else berth_st=failed; fi; printf %s "$berth_st" > "$berth_tmp/status"' EXIT` + "\n")
+	if gitStrategyNone(vars) {
+		main.WriteString(`mkdir -p "$CI_PROJECT_DIR"` + "\n")
+		main.WriteString(`cd "$CI_PROJECT_DIR"` + "\n")
+	} else {
+		main.WriteString(fetchSources(p)) // leaves the shell in $CI_PROJECT_DIR
+	}
+	main.WriteString(echoLine(`Executing "step_script" stage of the job script`))
+	writeCommands(&main, script.Script)
+
+	var post strings.Builder
+	post.WriteString(prelude)
+	// after_script runs even when the script failed or was canceled; it also
+	// removes the job's files (file variables hold secrets) whatever happens.
+	post.WriteString(`trap 'cd /; rm -rf "$berth_tmp" "$CI_BUILDS_DIR/` + strconv.FormatInt(p.ID, 10) + `"' EXIT` + "\n")
+	post.WriteString(`CI_JOB_STATUS=$(cat "$berth_tmp/status" 2>/dev/null || echo canceled); export CI_JOB_STATUS` + "\n")
+	post.WriteString(`cd "$CI_PROJECT_DIR" 2>/dev/null || cd "$berth_tmp"` + "\n")
+	if hasAfter && len(after.Script) > 0 {
+		post.WriteString(echoLine("Running after_script"))
+		writeCommands(&post, after.Script)
+	}
+
+	return jobsource.Spec{
+		Script:      launcher(tmpName, main.String()),
+		AfterScript: launcher(tmpName, post.String()),
+		Timeout:     timeout,
+	}
+}
+
+// gitStrategyNone honours GIT_STRATEGY=none: the job needs no sources.
+func gitStrategyNone(vars []jobVariable) bool {
+	for _, v := range vars {
+		if v.Key == "GIT_STRATEGY" && v.Value == "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// scriptPrelude sets the shell options, the job's temp dir ($1) and the
+// variables, in that order, for both the script and after_script.
+func scriptPrelude(p *jobPayload, vars []jobVariable, buildsDir string) string {
+	var b strings.Builder
+	b.WriteString("set -e\n")
+	b.WriteString(`if [ -n "${BASH_VERSION:-}" ]; then set -o pipefail; fi` + "\n")
+	b.WriteString(`berth_tmp=$1` + "\n")
+	if buildsDir != "" {
+		b.WriteString("CI_BUILDS_DIR=" + shellQuote(buildsDir) + "\n")
+	} else {
+		b.WriteString(`CI_BUILDS_DIR="${HOME:-/tmp}/builds"` + "\n")
+	}
+	b.WriteString(`CI_PROJECT_DIR="$CI_BUILDS_DIR/` + strconv.FormatInt(p.ID, 10) + "/" + projectPath(p) + `"` + "\n")
+	b.WriteString("CI_SERVER=yes\n")
+	b.WriteString("export CI_BUILDS_DIR CI_PROJECT_DIR CI_SERVER\n")
+	for _, v := range vars {
+		if !validName(v.Key) {
+			// Not a shell name, so it cannot be exported; gitlab-runner
+			// skips such variables too.
+			continue
+		}
+		if v.File {
+			// A file variable's value is the path of a file holding its content.
+			path := `"$berth_tmp/` + v.Key + `"`
+			b.WriteString("printf '%s' " + shellQuote(v.Value) + " > " + path + "\n")
+			b.WriteString("export " + v.Key + "=" + path + "\n")
+			continue
+		}
+		b.WriteString("export " + v.Key + "=" + shellQuote(v.Value) + "\n")
+	}
+	return b.String()
+}
+
+var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func validName(s string) bool { return shellName.MatchString(s) }
+
+// fetchSources checks out git_info.sha into $CI_PROJECT_DIR.
+func fetchSources(p *jobPayload) string {
+	clean, auth := repoAccess(p)
+	g := p.GitInfo
+	refspecs := g.Refspecs
+	if len(refspecs) == 0 && g.Ref != "" {
+		if g.RefType == "tag" {
+			refspecs = []string{"+refs/tags/" + g.Ref + ":refs/tags/" + g.Ref}
+		} else {
+			refspecs = []string{"+refs/heads/" + g.Ref + ":refs/remotes/origin/" + g.Ref}
+		}
+	}
+	if len(refspecs) == 0 {
+		refspecs = []string{g.Sha}
+	}
+	var b strings.Builder
+	b.WriteString(echoLine("Getting source from Git repository"))
+	b.WriteString(`command -v git >/dev/null 2>&1 || { echo "ERROR: git is not installed on the instance; install git in the instance image or set GIT_STRATEGY: none"; exit 1; }` + "\n")
+	b.WriteString(echoLine(fmt.Sprintf("Fetching changes from %s at %s (%s)...", clean, shortSha(g.Sha), g.Ref)))
+	b.WriteString(`mkdir -p "$CI_PROJECT_DIR"` + "\n")
+	b.WriteString(`cd "$CI_PROJECT_DIR"` + "\n")
+	b.WriteString(`[ -d .git ] || git -c init.defaultBranch=berth init -q .` + "\n")
+	b.WriteString(`git remote remove origin >/dev/null 2>&1 || true` + "\n")
+	b.WriteString("git remote add origin " + shellQuote(clean) + "\n")
+	fetch := "git"
+	if auth != "" {
+		// The token travels as a header for this command only, so it is
+		// never written to .git/config where the job's own code could read it later.
+		fetch += " -c http.extraHeader=" + shellQuote(auth)
+	}
+	fetch += " fetch -q --prune --no-tags"
+	if g.Depth > 0 {
+		fetch += " --depth " + strconv.Itoa(g.Depth)
+	}
+	fetch += " origin"
+	for _, r := range refspecs {
+		fetch += " " + shellQuote(r)
+	}
+	b.WriteString(fetch + "\n")
+	b.WriteString("git -c advice.detachedHead=false checkout -q -f " + shellQuote(g.Sha) + "\n")
+	b.WriteString(echoLine(fmt.Sprintf("Checked out %s as detached HEAD (ref %s)", shortSha(g.Sha), g.Ref)))
+	return b.String()
+}
+
+func shortSha(s string) string {
+	if len(s) > 8 {
+		return s[:8]
+	}
+	return s
+}
+
+// echoLine prints a fixed message.
+func echoLine(msg string) string {
+	return "printf '%s\\n' " + shellQuote(msg) + "\n"
+}
+
+// writeCommands echoes each command in green as "$ cmd", the way GitLab
+// shows them, then runs it; set -e stops at the first failure.
+func writeCommands(b *strings.Builder, lines []string) {
+	for _, line := range lines {
+		shown := line
+		if first, _, multi := strings.Cut(strings.TrimRight(line, "\n"), "\n"); multi {
+			shown = first + " # collapsed multi-line command"
+		}
+		b.WriteString(`printf '\033[32;1m$ %s\033[0;m\n' ` + shellQuote(shown) + "\n")
+		b.WriteString(line + "\n")
+	}
+}
+
+// launcher wraps body so that it runs under bash when available, with the
+// job's private temp dir as $1. The temp dir name is fixed per job so the
+// script and after_script share it (file variables, the status file).
+func launcher(tmpName, body string) string {
+	delim := "BERTH_EOF_" + randomString(16)
+	for strings.Contains(body, delim) {
+		delim = "BERTH_EOF_" + randomString(16)
+	}
+	var b strings.Builder
+	b.WriteString("set -e\n")
+	b.WriteString(`berth_tmp="${TMPDIR:-/tmp}/` + tmpName + `"` + "\n")
+	b.WriteString(`mkdir -p "$berth_tmp"` + "\n")
+	b.WriteString(`chmod 700 "$berth_tmp"` + "\n")
+	b.WriteString(`berth_script="$berth_tmp/script-$$.sh"` + "\n")
+	b.WriteString(`cat > "$berth_script" <<'` + delim + "'\n")
+	b.WriteString(body)
+	if !strings.HasSuffix(body, "\n") {
+		b.WriteString("\n")
+	}
+	b.WriteString(delim + "\n")
+	b.WriteString(`if command -v bash >/dev/null 2>&1; then exec bash "$berth_script" "$berth_tmp"; fi` + "\n")
+	b.WriteString(`exec sh "$berth_script" "$berth_tmp"` + "\n")
+	return b.String()
+}

@@ -1,0 +1,224 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/berth-ci/berth/api"
+)
+
+// Handler serves the job half of berth's HTTP API:
+//
+//	POST /api/v1/jobs                 submit (api.JobRequest → 201 api.Job)
+//	GET  /api/v1/jobs                 list (api.JobList; ?state=S, ?limit=N newest N, default 100, 0 = all)
+//	GET  /api/v1/jobs/{id}            one job (api.Job)
+//	GET  /api/v1/jobs/{id}/log        the log as text/plain; ?follow=1 streams until the job ends
+//	POST /api/v1/jobs/{id}/cancel     cancel (api.Job)
+//
+// Errors are api.Error bodies. Mount it for "/api/v1/jobs" and
+// "/api/v1/jobs/", or call Register on the server's mux instead.
+func (q *Queue) Handler() http.Handler {
+	mux := http.NewServeMux()
+	q.Register(mux)
+	return mux
+}
+
+// Register adds the routes Handler serves to mux, which must not already
+// have patterns for /api/v1/jobs.
+func (q *Queue) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/jobs", q.handleSubmit)
+	mux.HandleFunc("GET /api/v1/jobs", q.handleList)
+	mux.HandleFunc("GET /api/v1/jobs/{id}", q.handleGet)
+	mux.HandleFunc("GET /api/v1/jobs/{id}/log", q.handleLog)
+	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", q.handleCancel)
+	// Without these, ServeMux answers a wrong method or path in plain text;
+	// the API promises JSON errors everywhere.
+	mux.HandleFunc("/api/v1/jobs", methodNotAllowed("GET, POST"))
+	mux.HandleFunc("/api/v1/jobs/{id}", methodNotAllowed("GET"))
+	mux.HandleFunc("/api/v1/jobs/{id}/log", methodNotAllowed("GET"))
+	mux.HandleFunc("/api/v1/jobs/{id}/cancel", methodNotAllowed("POST"))
+	mux.HandleFunc("/api/v1/jobs/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: job endpoints are /api/v1/jobs, /api/v1/jobs/ID, /api/v1/jobs/ID/log and /api/v1/jobs/ID/cancel", r.URL.Path))
+	})
+}
+
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		api.WriteError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: use %s", r.Method, r.URL.Path, allow))
+	}
+}
+
+func (q *Queue) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, api.MaxRequestBytes)
+	req, spec, err := DecodeJobRequest(r.Body)
+	if err != nil {
+		q.writeError(w, err)
+		return
+	}
+	job, err := q.submit(req, spec)
+	if err != nil {
+		q.writeError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/jobs/"+job.ID)
+	api.WriteJSON(w, http.StatusCreated, job)
+}
+
+const (
+	defaultListLimit = 100
+)
+
+func (q *Queue) handleList(w http.ResponseWriter, r *http.Request) {
+	query := r.URL.Query()
+	state := api.JobState(query.Get("state"))
+	if state != "" && !state.Valid() {
+		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("unknown state %q: use queued, running, success, failed or canceled", state))
+		return
+	}
+	limit := defaultListLimit
+	if s := query.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit %q is not a count: use a number >= 0 (0 lists all jobs)", s))
+			return
+		}
+		limit = n
+	}
+	jobs, err := q.List(state, limit)
+	if err != nil {
+		q.writeError(w, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, api.JobList{Jobs: jobs})
+}
+
+func (q *Queue) handleGet(w http.ResponseWriter, r *http.Request) {
+	job, err := q.Get(r.PathValue("id"))
+	if err != nil {
+		q.writeError(w, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, job)
+}
+
+func (q *Queue) handleCancel(w http.ResponseWriter, r *http.Request) {
+	job, err := q.Cancel(r.PathValue("id"))
+	if err != nil {
+		q.writeError(w, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, job)
+}
+
+// followPoll bounds how long a follower sleeps between looks at the log even
+// without a wake-up, as a guard against a missed notification.
+const followPoll = 5 * time.Second
+
+func (q *Queue) handleLog(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := q.get(id); err != nil {
+		q.writeError(w, err)
+		return
+	}
+	follow := false
+	switch v := r.URL.Query().Get("follow"); v {
+	case "", "0", "false":
+	case "1", "true":
+		follow = true
+	default:
+		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("follow=%q: use follow=1 to stream or leave it out", v))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	rc := http.NewResponseController(w)
+	if follow {
+		// A job may run for hours; the server's write timeout is meant for
+		// ordinary requests, not for this stream.
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for {
+		// Take the wake-up channels before looking, so a change between the
+		// look and the wait is not missed.
+		stateChanged := q.changed.wait()
+		var logWritten <-chan struct{}
+		if j := q.liveJob(id); j != nil {
+			logWritten = j.logSignal.wait()
+		}
+		rec, err := q.get(id)
+		if err != nil {
+			// Headers may be sent already; ending the stream is all we can do.
+			return
+		}
+		if f == nil {
+			f, err = os.Open(q.logPath(id))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				q.log.Warn("cannot read job log", "job", id, "err", err)
+				if !follow {
+					api.WriteError(w, http.StatusInternalServerError, fmt.Sprintf("cannot read the log of job %s: %v", id, err))
+				}
+				return
+			}
+		}
+		if f != nil {
+			// Done is read before copying: Finish closes the log before the
+			// state turns final, so this copy then reaches the true end.
+			if _, err := io.Copy(w, f); err != nil {
+				return
+			}
+		}
+		if !follow || rec.State.Done() {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		timer := time.NewTimer(followPoll)
+		select {
+		case <-stateChanged:
+		case <-logWritten:
+		case <-timer.C:
+		case <-r.Context().Done():
+			timer.Stop()
+			return
+		case <-q.done:
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// writeError maps queue errors onto statuses with messages that say what to do.
+func (q *Queue) writeError(w http.ResponseWriter, err error) {
+	var re *RequestError
+	switch {
+	case errors.As(err, &re):
+		api.WriteError(w, re.Status, re.Message)
+	case errors.Is(err, ErrNotFound):
+		api.WriteError(w, http.StatusNotFound, err.Error()+": list jobs with `berth jobs`")
+	case errors.Is(err, ErrFinished):
+		api.WriteError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, ErrNoSpace):
+		q.log.Error("queue is out of space", "err", err)
+		api.WriteError(w, http.StatusInsufficientStorage, err.Error())
+	case errors.Is(err, ErrClosed):
+		api.WriteError(w, http.StatusServiceUnavailable, "berth is shutting down and takes no more requests: retry once it is back")
+	default:
+		q.log.Error("queue request failed", "err", err)
+		api.WriteError(w, http.StatusInternalServerError, err.Error())
+	}
+}

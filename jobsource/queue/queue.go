@@ -1,0 +1,747 @@
+// Package queue is berth's built-in job source: a FIFO queue of jobs
+// submitted over HTTP (`berth submit`), stored in a bbolt file so that jobs
+// and their results survive restarts, with each job's log in its own file.
+//
+// Layout under the directory given to Open:
+//
+//	queue.db        bbolt: jobs, plus indexes of queued and running jobs
+//	logs/ID.log     the job's combined output, appended as it runs
+//
+// Env values are stored in queue.db as given (often secrets); the file is
+// created 0600 and the directory 0700 for that reason.
+//
+// A Queue implements jobsource.Source and jobsource.Waiter; the jobs it hands
+// out implement jobsource.Job. Its HTTP API (see Handler) is the job half of
+// the API in DESIGN.md.
+package queue
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/jobsource"
+)
+
+// RestartReason is the reason recorded for jobs that were running when berth
+// stopped without finishing them; Open marks them failed with it.
+const RestartReason = "berth restarted while the job ran"
+
+// Errors callers branch on with errors.Is.
+var (
+	// ErrNotFound: no job has that ID.
+	ErrNotFound = errors.New("job not found")
+	// ErrFinished: the job already ended, so it cannot be canceled or finished again.
+	ErrFinished = errors.New("job already finished")
+	// ErrClosed: the queue was closed.
+	ErrClosed = errors.New("queue closed")
+	// ErrNoSpace: the job could not be stored because the disk (or the
+	// database's size limit) is full. The job was not queued.
+	ErrNoSpace = errors.New("no space left for the queue database")
+)
+
+// DefaultMaxLogBytes bounds one job's log. Output past it is dropped with a
+// note, so a script stuck printing in a loop cannot fill the disk.
+const DefaultMaxLogBytes = 100 << 20
+
+var (
+	bucketJobs    = []byte("jobs")
+	bucketScripts = []byte("scripts")
+	bucketQueued  = []byte("queued")
+	bucketRunning = []byte("running")
+	bucketMeta    = []byte("meta")
+	keyVersion    = []byte("version")
+)
+
+const schemaVersion = 1
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	logger      *slog.Logger
+	maxLogBytes int64
+	maxDBSize   int
+}
+
+// WithLogger sets where the queue logs; the default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMaxLogBytes bounds each job's log (default DefaultMaxLogBytes; <= 0
+// means no limit).
+func WithMaxLogBytes(n int64) Option { return func(o *options) { o.maxLogBytes = n } }
+
+// WithMaxDBSize bounds queue.db in bytes; a submit that would grow it past
+// the bound fails with ErrNoSpace instead of filling the disk. 0 (default)
+// means no bound.
+func WithMaxDBSize(n int) Option { return func(o *options) { o.maxDBSize = n } }
+
+// Queue is the built-in job queue. It is safe for concurrent use.
+type Queue struct {
+	dir     string
+	logDir  string
+	db      *bolt.DB
+	log     *slog.Logger
+	maxLog  int64
+	changed notifier // fired on every job state change
+	done    chan struct{}
+
+	mu          sync.Mutex
+	live        map[string]*Job // running jobs handed out by this process
+	closed      bool
+	interrupted []api.Job
+}
+
+// Open opens (creating if needed) the queue stored in dir. Jobs a previous
+// berth left running cannot still be running (their executor died with it),
+// so Open marks them failed with RestartReason; Interrupted lists them.
+// Queued jobs stay queued, in order.
+func Open(dir string, opts ...Option) (*Queue, error) {
+	o := options{logger: slog.Default(), maxLogBytes: DefaultMaxLogBytes}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	logDir := filepath.Join(dir, "logs")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, fmt.Errorf("open queue %s: create log directory: %w", dir, err)
+	}
+	path := filepath.Join(dir, "queue.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, MaxSize: o.maxDBSize})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, fmt.Errorf("open queue %s: the database is locked by another process: is another `berth run` using the same state_dir?", path)
+		}
+		return nil, fmt.Errorf("open queue %s: %w", path, err)
+	}
+	q := &Queue{
+		dir:    dir,
+		logDir: logDir,
+		db:     db,
+		log:    o.logger.With("component", "queue"),
+		maxLog: o.maxLogBytes,
+		done:   make(chan struct{}),
+		live:   map[string]*Job{},
+	}
+	q.changed.init()
+	if err := q.recover(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open queue %s: %w", path, err)
+	}
+	for _, j := range q.interrupted {
+		q.appendNote(j.ID, RestartReason)
+		q.log.Warn("job failed: "+RestartReason, "job", j.ID, "instance", j.Instance)
+	}
+	return q, nil
+}
+
+// recover creates the buckets and fails jobs left running.
+func (q *Queue) recover() error {
+	now := time.Now().UTC()
+	return q.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if v := meta.Get(keyVersion); v != nil {
+			if n, _ := strconv.Atoi(string(v)); n > schemaVersion {
+				return fmt.Errorf("written by a newer berth (schema %d, this berth knows %d): upgrade berth or use another state_dir", n, schemaVersion)
+			}
+		} else if err := meta.Put(keyVersion, []byte(strconv.Itoa(schemaVersion))); err != nil {
+			return err
+		}
+		for _, b := range [][]byte{bucketJobs, bucketScripts, bucketQueued, bucketRunning} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		running := tx.Bucket(bucketRunning)
+		var keys [][]byte
+		if err := running.ForEach(func(k, _ []byte) error {
+			keys = append(keys, append([]byte(nil), k...))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			rec, err := loadRecord(tx, k)
+			if err != nil {
+				return err
+			}
+			if rec != nil && rec.State == api.JobRunning {
+				rec.State = api.JobFailed
+				rec.Failure = string(jobsource.FailureSystem)
+				rec.Reason = RestartReason
+				rec.FinishedAt = &now
+				if err := saveRecord(tx, k, rec); err != nil {
+					return err
+				}
+				q.interrupted = append(q.interrupted, rec.apiJob(nil))
+			}
+			if err := running.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Interrupted returns the jobs Open marked failed because the previous berth
+// stopped while they ran, so the manager can report them.
+func (q *Queue) Interrupted() []api.Job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]api.Job(nil), q.interrupted...)
+}
+
+// Name identifies the source in logs and metrics.
+func (q *Queue) Name() string { return "queue" }
+
+// Close closes the database. Jobs still running cannot be finished
+// afterwards; the next Open marks them failed.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	live := q.live
+	q.live = map[string]*Job{}
+	q.mu.Unlock()
+	close(q.done)
+	q.changed.fire()
+	for _, j := range live {
+		j.closeLog()
+	}
+	if err := q.db.Close(); err != nil {
+		return fmt.Errorf("close queue %s: %w", q.dir, err)
+	}
+	return nil
+}
+
+// Submit validates req and queues it. A *RequestError means the request is
+// wrong; ErrNoSpace (wrapped) means the disk is full. Either way nothing was
+// queued.
+func (q *Queue) Submit(req api.JobRequest) (api.Job, error) {
+	spec, err := Validate(req)
+	if err != nil {
+		return api.Job{}, err
+	}
+	return q.submit(req, spec)
+}
+
+func (q *Queue) submit(req api.JobRequest, spec jobsource.Spec) (api.Job, error) {
+	rec := &record{
+		State:     api.JobQueued,
+		Timeout:   spec.Timeout,
+		Suspend:   req.Suspend,
+		Resume:    req.Resume,
+		CreatedAt: time.Now().UTC(),
+	}
+	for k := range req.Env {
+		rec.EnvNames = append(rec.EnvNames, k)
+	}
+	sort.Strings(rec.EnvNames)
+	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env}
+	err := q.db.Update(func(tx *bolt.Tx) error {
+		jobs := tx.Bucket(bucketJobs)
+		seq, err := jobs.NextSequence()
+		if err != nil {
+			return err
+		}
+		k := seqKey(seq)
+		rec.ID = strconv.FormatUint(seq, 10)
+		if err := saveRecord(tx, k, rec); err != nil {
+			return err
+		}
+		if err := saveScript(tx, k, sc); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketQueued).Put(k, nil)
+	})
+	if err != nil {
+		return api.Job{}, q.storeError("queue the job", err)
+	}
+	q.log.Info("job queued", "job", rec.ID, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
+	q.changed.fire()
+	return rec.apiJob(sc), nil
+}
+
+// storeError explains a failed write. bbolt rolls the transaction back, so
+// the caller can say nothing was changed.
+func (q *Queue) storeError(what string, err error) error {
+	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return fmt.Errorf("%s: %w", what, ErrClosed)
+	}
+	if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%s: %w in %s (%v): free disk space, then retry; nothing was changed", what, ErrNoSpace, q.dir, err)
+	}
+	return fmt.Errorf("%s: write %s: %w: check that the disk is healthy and writable; nothing was changed", what, filepath.Join(q.dir, "queue.db"), err)
+}
+
+// Request takes the oldest queued job and marks it running. It never blocks:
+// with no queued job it returns (nil, nil) at once; use WaitForJobs to wait.
+func (q *Queue) Request(ctx context.Context) (jobsource.Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if q.isClosed() {
+		return nil, ErrClosed
+	}
+	now := time.Now().UTC()
+	var rec *record
+	var sc *script
+	var key []byte
+	err := q.db.Update(func(tx *bolt.Tx) error {
+		queued := tx.Bucket(bucketQueued)
+		k, _ := queued.Cursor().First()
+		if k == nil {
+			return nil
+		}
+		key = append([]byte(nil), k...)
+		r, err := loadRecord(tx, key)
+		if err != nil {
+			return err
+		}
+		if err := queued.Delete(key); err != nil {
+			return err
+		}
+		if r == nil || r.State != api.JobQueued {
+			// A dangling index entry: drop it and let the caller ask
+			// again rather than hand out a job that is not queued.
+			return nil
+		}
+		if sc, err = loadScript(tx, key); err != nil {
+			return err
+		}
+		r.State = api.JobRunning
+		r.StartedAt = &now
+		if err := saveRecord(tx, key, r); err != nil {
+			return err
+		}
+		rec = r
+		return tx.Bucket(bucketRunning).Put(key, nil)
+	})
+	if err != nil {
+		return nil, q.storeError("take a job from the queue", err)
+	}
+	if rec == nil {
+		return nil, nil
+	}
+	j := newJob(q, key, rec, sc)
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		j.closeLog()
+		return nil, ErrClosed
+	}
+	q.live[rec.ID] = j
+	q.mu.Unlock()
+	q.log.Info("job started", "job", rec.ID, "queue_wait", j.QueueWait())
+	q.changed.fire()
+	return j, nil
+}
+
+// WaitForJobs blocks until a queued job exists, ctx is done or the queue is
+// closed. Another caller may take the job first, so Request can still return
+// nil afterwards.
+func (q *Queue) WaitForJobs(ctx context.Context) error {
+	for {
+		ch := q.changed.wait()
+		pending := false
+		err := q.db.View(func(tx *bolt.Tx) error {
+			k, _ := tx.Bucket(bucketQueued).Cursor().First()
+			pending = k != nil
+			return nil
+		})
+		if err != nil {
+			if q.isClosed() {
+				return ErrClosed
+			}
+			return fmt.Errorf("look for queued jobs: %w", err)
+		}
+		if pending {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-q.done:
+			return ErrClosed
+		}
+	}
+}
+
+// Get returns one job.
+func (q *Queue) Get(id string) (api.Job, error) {
+	k, ok := idKey(id)
+	if !ok {
+		return api.Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	}
+	var job api.Job
+	err := q.db.View(func(tx *bolt.Tx) error {
+		rec, err := loadRecord(tx, k)
+		if err != nil || rec == nil {
+			return err
+		}
+		sc, err := loadScript(tx, k)
+		if err != nil {
+			return err
+		}
+		job = rec.apiJob(sc)
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+			return api.Job{}, ErrClosed
+		}
+		return api.Job{}, fmt.Errorf("read job %s: %w", id, err)
+	}
+	if job.ID == "" {
+		return api.Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	}
+	return job, nil
+}
+
+func (q *Queue) get(id string) (*record, error) {
+	k, ok := idKey(id)
+	if !ok {
+		return nil, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	}
+	var rec *record
+	err := q.db.View(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = loadRecord(tx, k)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("read job %s: %w", id, err)
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	}
+	return rec, nil
+}
+
+// List returns up to limit jobs (the newest ones), oldest first. state, when
+// not empty, keeps only jobs in that state. limit <= 0 means all. Scripts
+// are cut to ListScriptBytes so that a list stays small; Get has them whole.
+func (q *Queue) List(state api.JobState, limit int) ([]api.Job, error) {
+	var out []api.Job
+	err := q.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketJobs).Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			var rec record
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("decode job %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			if state != "" && rec.State != state {
+				continue
+			}
+			sc, err := loadScript(tx, k)
+			if err != nil {
+				return err
+			}
+			if sc != nil && len(sc.Script) > ListScriptBytes {
+				cut := *sc
+				cut.Script = strings.ToValidUTF8(sc.Script[:ListScriptBytes], "") + "..."
+				sc = &cut
+			}
+			out = append(out, rec.apiJob(sc))
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	if out == nil {
+		out = []api.Job{}
+	}
+	return out, nil
+}
+
+// Cancel cancels a job. A queued job is canceled at once and never runs; a
+// running job's Canceled channel is closed and the job ends when the
+// manager finishes it. A finished job yields ErrFinished.
+func (q *Queue) Cancel(id string) (api.Job, error) {
+	k, ok := idKey(id)
+	if !ok {
+		return api.Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	}
+	now := time.Now().UTC()
+	var rec *record
+	var sc *script
+	err := q.db.Update(func(tx *bolt.Tx) error {
+		r, err := loadRecord(tx, k)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			return fmt.Errorf("job %q: %w", id, ErrNotFound)
+		}
+		if sc, err = loadScript(tx, k); err != nil {
+			return err
+		}
+		rec = r
+		switch r.State {
+		case api.JobQueued:
+			r.State = api.JobCanceled
+			r.Failure = string(jobsource.FailureCanceled)
+			r.Reason = "canceled before it started"
+			r.FinishedAt = &now
+			if err := tx.Bucket(bucketQueued).Delete(k); err != nil {
+				return err
+			}
+		case api.JobRunning:
+			if r.CancelRequested {
+				return nil
+			}
+			r.CancelRequested = true
+		default:
+			return fmt.Errorf("job %s ended as %s: %w; nothing to cancel", id, r.State, ErrFinished)
+		}
+		return saveRecord(tx, k, r)
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFinished) {
+			return api.Job{}, err
+		}
+		return api.Job{}, q.storeError("cancel job "+id, err)
+	}
+	if rec.State == api.JobRunning {
+		q.mu.Lock()
+		j := q.live[id]
+		q.mu.Unlock()
+		if j != nil {
+			j.cancel()
+		}
+		q.log.Info("cancel requested for running job", "job", id, "instance", rec.Instance)
+	} else {
+		q.log.Info("queued job canceled", "job", id)
+	}
+	q.changed.fire()
+	return rec.apiJob(sc), nil
+}
+
+func (q *Queue) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
+func (q *Queue) liveJob(id string) *Job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.live[id]
+}
+
+func (q *Queue) logPath(id string) string {
+	return filepath.Join(q.logDir, id+".log")
+}
+
+// appendNote adds a line from berth to a job's log, so that someone reading
+// only the log learns why it ended. Best effort: the job's state already
+// carries the reason.
+func (q *Queue) appendNote(id, note string) {
+	f, err := os.OpenFile(q.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		q.log.Warn("cannot add a note to the job log", "job", id, "err", err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.WriteString(f, "\n[berth] "+note+"\n"); err != nil {
+		q.log.Warn("cannot add a note to the job log", "job", id, "err", err)
+	}
+}
+
+// ListScriptBytes is how much of each script List returns.
+const ListScriptBytes = 256
+
+// script is what a job runs, stored apart from its record (bucket
+// "scripts") because it is written once while the record changes several
+// times: state updates then rewrite a few hundred bytes, not a megabyte,
+// and still fit when the disk is nearly full.
+type script struct {
+	Script      string            `json:"script"`
+	AfterScript string            `json:"after_script,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+}
+
+// record is a job's state as stored in bbolt (bucket "jobs").
+type record struct {
+	ID              string            `json:"id"`
+	State           api.JobState      `json:"state"`
+	EnvNames        []string          `json:"env_names,omitempty"`
+	Timeout         time.Duration     `json:"timeout_ns,omitempty"`
+	Suspend         bool              `json:"suspend,omitempty"`
+	Resume          string            `json:"resume,omitempty"`
+	CreatedAt       time.Time         `json:"created_at"`
+	StartedAt       *time.Time        `json:"started_at,omitempty"`
+	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
+	ExitCode        *int              `json:"exit_code,omitempty"`
+	Failure         string            `json:"failure,omitempty"`
+	Reason          string            `json:"reason,omitempty"`
+	Instance        string            `json:"instance,omitempty"`
+	EnvKey          string            `json:"env_key,omitempty"`
+	CancelRequested bool              `json:"cancel_requested,omitempty"`
+}
+
+// apiJob converts a record; sc may be nil when the script is not needed.
+func (r *record) apiJob(sc *script) api.Job {
+	j := api.Job{
+		ID:              r.ID,
+		State:           r.State,
+		EnvNames:        r.EnvNames,
+		Suspend:         r.Suspend,
+		Resume:          r.Resume,
+		CreatedAt:       r.CreatedAt,
+		StartedAt:       r.StartedAt,
+		FinishedAt:      r.FinishedAt,
+		ExitCode:        r.ExitCode,
+		Failure:         r.Failure,
+		Reason:          r.Reason,
+		Instance:        r.Instance,
+		EnvKey:          r.EnvKey,
+		CancelRequested: r.CancelRequested && r.State == api.JobRunning,
+	}
+	if r.Timeout > 0 {
+		j.Timeout = r.Timeout.String()
+	}
+	if sc != nil {
+		j.Script = sc.Script
+		j.AfterScript = sc.AfterScript
+	}
+	return j
+}
+
+func (r *record) spec(sc *script) jobsource.Spec {
+	s := jobsource.Spec{
+		Timeout:   r.Timeout,
+		Suspend:   r.Suspend,
+		ResumeKey: r.Resume,
+	}
+	if sc == nil {
+		return s
+	}
+	s.Script = sc.Script
+	s.AfterScript = sc.AfterScript
+	names := make([]string, 0, len(sc.Env))
+	for k := range sc.Env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		s.Env = append(s.Env, k+"="+sc.Env[k])
+	}
+	return s
+}
+
+func loadScript(tx *bolt.Tx, k []byte) (*script, error) {
+	v := tx.Bucket(bucketScripts).Get(k)
+	if v == nil {
+		return nil, nil
+	}
+	var sc script
+	if err := json.Unmarshal(v, &sc); err != nil {
+		return nil, fmt.Errorf("decode script of job %d: %w", binary.BigEndian.Uint64(k), err)
+	}
+	return &sc, nil
+}
+
+func saveScript(tx *bolt.Tx, k []byte, sc *script) error {
+	v, err := json.Marshal(sc)
+	if err != nil {
+		return fmt.Errorf("encode script: %w", err)
+	}
+	return tx.Bucket(bucketScripts).Put(k, v)
+}
+
+func loadRecord(tx *bolt.Tx, k []byte) (*record, error) {
+	v := tx.Bucket(bucketJobs).Get(k)
+	if v == nil {
+		return nil, nil
+	}
+	var rec record
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return nil, fmt.Errorf("decode job %d: %w", binary.BigEndian.Uint64(k), err)
+	}
+	return &rec, nil
+}
+
+func saveRecord(tx *bolt.Tx, k []byte, rec *record) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode job %s: %w", rec.ID, err)
+	}
+	return tx.Bucket(bucketJobs).Put(k, v)
+}
+
+// seqKey makes keys sort in submission order, which is what FIFO needs.
+func seqKey(seq uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
+
+func idKey(id string) ([]byte, bool) {
+	if id == "" || strings.HasPrefix(id, "0") || strings.HasPrefix(id, "+") {
+		return nil, false
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil || n == 0 {
+		return nil, false
+	}
+	return seqKey(n), true
+}
+
+// notifier wakes every waiter at once by closing a channel and replacing it.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (n *notifier) init() { n.ch = make(chan struct{}) }
+
+// wait returns a channel that is closed at the next fire. Take it before
+// checking the condition, so that a fire in between is not missed.
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ch
+}
+
+func (n *notifier) fire() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.ch)
+	n.ch = make(chan struct{})
+}
