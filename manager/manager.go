@@ -73,14 +73,14 @@ type Manager struct {
 
 // New opens the state, initialises the provider and the job sources, and
 // restores the fleet. Nothing runs until Run.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (m *Manager, err error) {
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (_ *Manager, err error) {
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 5 * time.Minute
 	}
 	if opts.UpdateInterval <= 0 {
 		opts.UpdateInterval = 2 * time.Second
 	}
-	m = &Manager{cfg: cfg, opts: opts, log: log, runner: &executor.Runner{Logger: log}}
+	m := &Manager{cfg: cfg, opts: opts, log: log, runner: &executor.Runner{Logger: log}}
 	defer func() {
 		if err != nil {
 			m.close(context.Background())

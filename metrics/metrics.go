@@ -81,6 +81,7 @@ var (
 	slotsDesc     = prometheus.NewDesc("berth_slots", "Slots by state.", []string{"state"}, nil)
 	pendingDesc   = prometheus.NewDesc("berth_instances_pending", "Instances requested but not yet listed by the provider.", nil, nil)
 	refusedDesc   = prometheus.NewDesc("berth_reservations_refused_total", "Refused reservations by reason.", []string{"reason"}, nil)
+	grantedDesc   = prometheus.NewDesc("berth_reservations_granted_total", "Granted reservations (bookings).", nil, nil)
 	envsDesc      = prometheus.NewDesc("berth_environments_suspended", "Parked (suspended) job environments.", nil, nil)
 )
 
@@ -94,6 +95,7 @@ func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- refusedDesc
 	ch <- envsDesc
+	ch <- grantedDesc
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
@@ -109,4 +111,5 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(cs.Refused[reason]), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(envsDesc, prometheus.GaugeValue, float64(cs.Environments))
+	ch <- prometheus.MustNewConstMetric(grantedDesc, prometheus.CounterValue, float64(cs.Granted))
 }

@@ -224,7 +224,7 @@ type Scaler struct {
 	actions []Action
 	dirty   bool
 	refused map[string]int
-	seq     uint64
+	granted int // reservations granted since start, for metrics
 }
 
 // New returns a core with no instances, at time now.
@@ -437,6 +437,7 @@ func (s *Scaler) Reserve(key string) error {
 	}
 	r := &reservation{key: key}
 	s.res[key] = r
+	s.granted++
 	if len(s.free) > 0 {
 		s.bind(r, s.free[len(s.free)-1])
 	} else {
@@ -541,6 +542,11 @@ func (s *Scaler) afterSlotFreed(in *instance) {
 		if s.cfg.MaxUseCount > 0 && in.useCount >= s.cfg.MaxUseCount {
 			s.setPhase(in, phaseDraining)
 			in.deleteReason = ReasonMaxUse
+			// Bookings that have not started would push the instance past
+			// max_use_count: move them to another slot or a new instance.
+			s.parkOthers(in)
+			s.bindQueued()
+			s.scaleUp()
 		} else {
 			s.bindQueued()
 		}
@@ -574,6 +580,11 @@ func (s *Scaler) Suspend(key, envKey string, state []byte) error {
 		return fmt.Errorf("suspend %q: environment key %q is already in use", key, envKey)
 	}
 	in := r.inst
+	if in.env != nil && in.env != r.env {
+		// An instance is suspended whole and carries one environment; a
+		// second Suspend would overwrite (and so lose) the first one.
+		return fmt.Errorf("suspend %q: %w (environment %s)", key, ErrEnvSlotTaken, in.env.key)
+	}
 	slot := r.slot
 	if r.env != nil {
 		delete(s.envs, r.env.key)
@@ -940,6 +951,8 @@ func (s *Scaler) observeOne(in *instance, st provider.State) {
 			s.setPhase(in, phaseSuspended)
 			if in.env == nil && in.unclaimedAt.IsZero() {
 				in.unclaimedAt = s.now
+				s.deleteUnclaimedNow(in)
+				return
 			}
 			if in.env != nil && in.env.inUse != nil {
 				// A Resume arrived while the suspend was in progress.
@@ -955,8 +968,29 @@ func (s *Scaler) observeOne(in *instance, st provider.State) {
 func (s *Scaler) reconcile(in *instance, st provider.State) {
 	e := in.env
 	switch st {
-	case provider.StateDeleted, provider.StateDeleting:
+	case provider.StateDeleted:
 		s.vanished(in)
+		return
+	case provider.StateDeleting:
+		// Still listed, so still counting against max_instances until it is
+		// gone: keep it as deleting rather than forgetting it (I3, I4).
+		if in.restoredFrom != phaseDeleting {
+			s.evict(in, fmt.Sprintf("instance %s is being deleted by the provider", in.id))
+			in.deleteReason = ReasonRemovedByProvider
+		}
+		in.nextDecrease = s.now.Add(30 * time.Second)
+		s.setPhase(in, phaseDeleting)
+		return
+	}
+	if in.restoredFrom == phaseDeleting && st != provider.StateTimeout {
+		// The deletion was decided and recorded before the restart; carry it
+		// out whatever state the instance has reached, so it cannot leak.
+		s.setPhase(in, phaseBooting)
+		s.evict(in, fmt.Sprintf("instance %s was being deleted (%s)", in.id, in.deleteReason))
+		s.deleteInstance(in, in.deleteReason)
+		return
+	}
+	switch st {
 	case provider.StateTimeout:
 		s.setPhase(in, phaseBooting)
 		s.failInstance(in, ReasonProviderTimeout, "the provider reported a timeout")
@@ -964,9 +998,6 @@ func (s *Scaler) reconcile(in *instance, st provider.State) {
 		s.setPhase(in, phaseCreating)
 	case provider.StateRunning:
 		switch {
-		case in.restoredFrom == phaseDeleting:
-			s.setPhase(in, phaseBooting)
-			s.deleteInstance(in, in.deleteReason)
 		case e != nil:
 			// The environment's job died, or the suspend had not started: park it.
 			s.setPhase(in, phaseSuspendWait)
@@ -984,19 +1015,44 @@ func (s *Scaler) reconcile(in *instance, st provider.State) {
 		s.setPhase(in, phaseSuspending)
 	case provider.StateSuspended:
 		s.setPhase(in, phaseSuspended)
-		if e == nil {
+		switch {
+		case e == nil:
 			in.unclaimedAt = s.now
+			s.deleteUnclaimedNow(in)
+		case e.inUse != nil:
+			// Resume was called before this first listing, while the
+			// instance was only "restored": issue the resume now, or the
+			// booking would wait for ever.
+			s.setPhase(in, phaseResuming)
+			s.emit(Resume{ID: in.id})
 		}
 	case provider.StateResuming:
 		s.setPhase(in, phaseResuming)
 	}
 }
 
+// deleteUnclaimedNow deletes a suspended instance that holds no environment
+// at once when idle_time is 0 (DESIGN.md "Restart"), instead of waiting for
+// the next Tick.
+func (s *Scaler) deleteUnclaimedNow(in *instance) {
+	if in.env == nil && s.policy().IdleTime <= 0 {
+		s.deleteInstance(in, ReasonUnclaimed)
+	}
+}
+
 // adopt accounts for an instance the core did not know.
 func (s *Scaler) adopt(l Listed) {
 	switch l.State {
-	case provider.StateDeleted, provider.StateDeleting:
-		return // already going away; nothing to account for
+	case provider.StateDeleted:
+		return // gone; nothing to account for
+	case provider.StateDeleting:
+		// Going away, but it counts against max_instances until it is gone
+		// (I3): track it as deleting.
+		in := s.addInstance(l.ID, phaseDeleting)
+		in.provState = l.State
+		in.deleteReason = ReasonUnknown
+		in.nextDecrease = s.now.Add(30 * time.Second)
+		return
 	}
 	fromRequest := len(s.pending) > 0 && (l.State == provider.StateCreating || l.State == provider.StateRunning)
 	if fromRequest {
@@ -1014,6 +1070,7 @@ func (s *Scaler) adopt(l Listed) {
 		if l.State == provider.StateSuspended {
 			s.setPhase(in, phaseSuspended)
 			in.unclaimedAt = s.now
+			s.deleteUnclaimedNow(in)
 		}
 	case provider.StateResuming:
 		in = s.addInstance(l.ID, phaseResuming)
@@ -1064,7 +1121,9 @@ func (s *Scaler) Tick() {
 				in.nextHB = now.Add(s.cfg.HeartbeatInterval)
 				s.emit(Heartbeat{ID: in.id})
 			}
-			if in.used == 0 && now.Sub(in.idleSince) >= p.IdleTime {
+			// A ready instance can still hold a parked environment (a resumed
+			// booking given back unused); that slot is not idle (I5).
+			if in.used == 0 && in.env == nil && now.Sub(in.idleSince) >= p.IdleTime {
 				idle = append(idle, in)
 			}
 		case phaseSuspending:
@@ -1091,6 +1150,14 @@ func (s *Scaler) Tick() {
 		s.dirty = true
 		if in := e.inst; in != nil {
 			in.env = nil
+			if in.used > 0 {
+				// Other slots still run jobs (capacity_per_instance > 1,
+				// suspend_wait): drain, and delete once they are free (I5).
+				in.deleteReason = ReasonEnvExpired
+				s.setPhase(in, phaseDraining)
+				s.parkOthers(in)
+				continue
+			}
 			s.deleteInstance(in, ReasonEnvExpired)
 		}
 	}

@@ -73,12 +73,14 @@ type Counts struct {
 	Refused map[string]int
 	// Environments counts parked environments.
 	Environments int
+	// Granted counts reservations granted since start.
+	Granted int
 }
 
 // Counts returns the fleet summary. It is O(instances × capacity).
 func (s *Scaler) Counts() Counts {
 	c := Counts{InstancesByPhase: map[string]int{}, Slots: map[string]int{}, Pending: len(s.pending),
-		Refused: map[string]int{}, Environments: len(s.envs)}
+		Refused: map[string]int{}, Environments: len(s.envs), Granted: s.granted}
 	for p := phase(0); p < numPhases; p++ {
 		c.InstancesByPhase[p.String()] = s.byPhase[p]
 	}
