@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,24 +140,16 @@ func TestJobResults(t *testing.T) {
 // killSandbox kills an instance's processes from outside, as a crashed VM.
 func killSandbox(t *testing.T, d *daemon, id string) {
 	t.Helper()
-	out, err := exec.Command("pkill", "-KILL", "-f", "BERTH_LOCAL_SANDBOX="+id).CombinedOutput()
-	if err == nil {
-		return
+	killed := 0
+	for pid, inst := range sandboxProcesses(d) {
+		if inst == id {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+				killed++
+			}
+		}
 	}
-	// The marker may not be on the command line: find the sandbox by its pid file.
-	meta, rerr := os.ReadFile(d.dir + "/state/provider/local/local/instances/" + id + "/meta.json")
-	if rerr != nil {
-		t.Fatalf("find sandbox %s: pkill: %v %s; meta: %v", id, err, out, rerr)
-	}
-	var pid int
-	if i := strings.Index(string(meta), `"pid":`); i >= 0 {
-		fmt.Sscanf(string(meta[i+6:]), "%d", &pid)
-	}
-	if pid <= 0 {
-		t.Fatalf("no pid in %s", meta)
-	}
-	if err := exec.Command("kill", "-KILL", fmt.Sprint(pid)).Run(); err != nil {
-		t.Fatalf("kill sandbox %s (pid %d): %v", id, pid, err)
+	if killed == 0 {
+		t.Fatalf("found no process of sandbox %s to kill", id)
 	}
 }
 
@@ -201,6 +194,11 @@ preemptive_mode = false
 	for _, id := range before {
 		if !known[id] {
 			t.Errorf("sandbox %s from before the crash is not known to berth after restart", id)
+		}
+	}
+	for pid, id := range sandboxProcesses(d) {
+		if !known[id] {
+			t.Errorf("sandbox process %d of %s is orphaned: berth does not know instance %s", pid, id, id)
 		}
 	}
 	if len(before) != 5 {

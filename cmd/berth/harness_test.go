@@ -101,7 +101,7 @@ func newDaemon(t *testing.T, toml string, prefix ...string) *daemon {
 	}
 	d := &daemon{t: t, dir: dir, listen: freeAddr(t), prefix: prefix}
 	cfg := fmt.Sprintf("listen = %q\nstate_dir = %q\n%s\n", d.listen, filepath.Join(dir, "state"), toml)
-	if err := os.WriteFile(filepath.Join(dir, "berth.toml"), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "berth.toml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -275,4 +275,29 @@ func sandboxDirs(t *testing.T, d *daemon) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// sandboxProcesses maps the PIDs of sandbox processes started from this
+// daemon's state directory to their instance IDs, read from /proc: it sees
+// sandboxes whatever berth believes.
+func sandboxProcesses(d *daemon) map[int]string {
+	prefix := "BERTH_LOCAL_SANDBOX=" + filepath.Join(d.dir, "state") + "/"
+	procs := map[int]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if strings.HasPrefix(kv, prefix) {
+				procs[pid] = filepath.Base(kv)
+			}
+		}
+	}
+	return procs
 }
