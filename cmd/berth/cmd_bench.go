@@ -1,8 +1,207 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
 
-// TODO(owner of cmd_bench.go): replace this placeholder.
+	"github.com/spf13/cobra"
+
+	"github.com/berth-ci/berth/bench"
+)
+
+// newBenchCmd is `berth bench`: replay a job trace through the real core and
+// the simulated cloud on virtual time, or through one of the baselines.
 func newBenchCmd() *cobra.Command {
-	return &cobra.Command{Use: "bench", Short: "not written yet"}
+	def := bench.DefaultConfig()
+	cfg := def
+	var (
+		trace       string
+		from        time.Duration
+		hours       float64
+		maxDuration time.Duration
+		asJSON      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench --trace FILE [flags]",
+		Short: "Replay a job trace through the scaler and a simulated cloud on virtual time",
+		Long: `Replay a job trace (CSV "arrival_unix_s,duration_s") through berth's real core
+and a simulated cloud on a virtual clock, and report waits, cost and failures.
+Each job is booked, waits for a slot, runs for its duration and is released; a
+job that cannot be booked waits in a queue, it does not fail.
+
+--policy picks what schedules the jobs: berth (the real core), naive-idle
+(docker+machine's IdleCount loop), late-acquire (GitLab's instance executor
+before bookings: capacity checked, job taken, instance acquired afterwards) or
+static (a fixed pool of --static-instances).`,
+		Example: `  berth bench --trace ../shared/traces/travis_2020-10-05_7d_jobs.csv --boot-time 60s --idle-count 5 --max-instances 300 --json
+  berth bench --trace ../shared/traces/google2011_2011-05-16_7d_jobs.csv --max-duration 3h --max-instances 1000 --policy naive-idle`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if trace == "" {
+				return errors.New("--trace FILE is required (CSV with header arrival_unix_s,duration_s, e.g. ../shared/traces/travis_2020-10-05_7d_jobs.csv)")
+			}
+			if from < 0 || hours < 0 || maxDuration < 0 {
+				return errors.New("--from, --hours and --max-duration must not be negative")
+			}
+			all, err := bench.LoadTrace(trace)
+			if err != nil {
+				return err
+			}
+			jobs, start := bench.Window(all, from, hours)
+			if len(jobs) == 0 {
+				return fmt.Errorf("no jobs in the window --from %s --hours %g of %s", from, hours, trace)
+			}
+			jobs = bench.CapDurations(jobs, maxDuration)
+			if benchIsTerminal(os.Stderr) {
+				cfg.Progress = benchProgressBar(cmd.ErrOrStderr())
+			}
+			res, err := bench.Run(jobs, start, cfg)
+			if cfg.Progress != nil {
+				fmt.Fprint(cmd.ErrOrStderr(), "\r\033[K")
+			}
+			if err != nil {
+				return err
+			}
+			res.Trace = trace
+			res.FromS = from.Seconds()
+			res.Hours = hours
+			res.MaxDurationS = maxDuration.Seconds()
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			return printBenchTable(out, res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&trace, "trace", "", "job trace, CSV arrival_unix_s,duration_s")
+	f.DurationVar(&from, "from", 0, "start the window this long after the trace's first arrival")
+	f.Float64Var(&hours, "hours", 0, "replay only this many hours from --from (0: to the end)")
+	f.DurationVar(&maxDuration, "max-duration", 0, "cap job durations (0: no cap)")
+	f.DurationVar(&cfg.BootTime, "boot-time", def.BootTime, "time from asking for an instance to it running")
+	f.DurationVar(&cfg.BootJitter, "boot-jitter", def.BootJitter, "random extra boot time, 0..D per instance")
+	f.DurationVar(&cfg.ListingLag, "listing-lag", def.ListingLag, "time before a new instance shows in the provider's listing")
+	f.IntVar(&cfg.CapacityPerInstance, "capacity-per-instance", def.CapacityPerInstance, "job slots per instance")
+	f.IntVar(&cfg.MaxInstances, "max-instances", def.MaxInstances, "most instances at once")
+	f.IntVar(&cfg.IdleCount, "idle-count", def.IdleCount, "idle slots to keep ready")
+	f.DurationVar(&cfg.IdleTime, "idle-time", def.IdleTime, "how long an idle instance stays before scale-in")
+	f.Float64Var(&cfg.ScaleFactor, "scale-factor", def.ScaleFactor, "extra idle slots as a fraction of slots in use")
+	f.IntVar(&cfg.ScaleFactorLimit, "scale-factor-limit", def.ScaleFactorLimit, "cap on what --scale-factor adds")
+	f.BoolVar(&cfg.Preemptive, "preemptive", def.Preemptive, "book only idle slots on ready instances (default: on-demand)")
+	f.StringVar(&cfg.Policy, "policy", def.Policy, "berth|naive-idle|late-acquire|static")
+	f.IntVar(&cfg.StaticInstances, "static-instances", 0, "pool size for --policy static")
+	f.DurationVar(&cfg.AcquireTimeout, "acquire-timeout", def.AcquireTimeout, "how long a taken job may wait for its instance")
+	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the simulated cloud")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// benchIsTerminal reports whether f is a terminal, so that a progress bar never
+// ends up in a file or a pipe.
+func benchIsTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// benchProgressBar returns a bench progress callback drawing on w at most ten
+// times a second.
+func benchProgressBar(w io.Writer) func(done, total int) {
+	var last time.Time
+	return func(done, total int) {
+		if now := time.Now(); now.Sub(last) < 100*time.Millisecond && done < total {
+			return
+		} else {
+			last = now
+		}
+		const width = 40
+		n := 0
+		if total > 0 {
+			n = done * width / total
+		}
+		fmt.Fprintf(w, "\r[%s%s] %d/%d jobs", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
+	}
+}
+
+func printBenchTable(w io.Writer, r bench.Result) error {
+	rows := [][2]string{
+		{"policy", r.Policy},
+		{"trace", r.Trace},
+		{"window", fmt.Sprintf("from %s, %s", time.Duration(r.FromS*float64(time.Second)), benchHoursText(r.Hours))},
+		{"max job duration", benchDurText(r.MaxDurationS, "none")},
+		{"boot time / jitter", fmt.Sprintf("%s / %s", benchDurText(r.BootTimeS, "0s"), benchDurText(r.BootJitterS, "0s"))},
+		{"listing lag", benchDurText(r.ListingLagS, "0s")},
+		{"capacity per instance", fmt.Sprint(r.CapacityPerInstance)},
+		{"max instances", fmt.Sprint(r.MaxInstances)},
+		{"idle count / idle time", fmt.Sprintf("%d / %s", r.IdleCount, benchDurText(r.IdleTimeS, "0s"))},
+		{"scale factor / limit", fmt.Sprintf("%g / %d", r.ScaleFactor, r.ScaleFactorLimit)},
+		{"mode", map[bool]string{true: "preemptive", false: "on-demand"}[r.Preemptive]},
+	}
+	if r.Policy == bench.PolicyStatic {
+		rows = append(rows, [2]string{"static instances", fmt.Sprint(r.StaticInstances)})
+	}
+	rows = append(rows,
+		[2]string{"", ""},
+		[2]string{"jobs", fmt.Sprint(r.Jobs)},
+		[2]string{"completed", fmt.Sprint(r.Completed)},
+		[2]string{"failed (capacity)", fmt.Sprint(r.FailedCapacity)},
+		[2]string{"failed (provider)", fmt.Sprint(r.FailedProvider)},
+		[2]string{"wait p50 / p95 / p99", fmt.Sprintf("%.0fs / %.0fs / %.0fs", r.WaitP50S, r.WaitP95S, r.WaitP99S)},
+		[2]string{"wait max", fmt.Sprintf("%.0fs", r.WaitMaxS)},
+		[2]string{"instance hours", fmt.Sprintf("%.1f", r.InstanceSeconds/3600)},
+		[2]string{"busy slot hours", fmt.Sprintf("%.1f", r.BusySlotSeconds/3600)},
+		[2]string{"utilization", fmt.Sprintf("%.1f%%", 100*r.Utilization)},
+		[2]string{"peak instances", fmt.Sprint(r.PeakInstances)},
+		[2]string{"moments above max", fmt.Sprint(r.MaxInstancesExceeded)},
+		[2]string{"instances created", fmt.Sprint(r.InstancesCreated)},
+		[2]string{"instances deleted", fmt.Sprint(r.InstancesDeleted)},
+		[2]string{"provider calls", fmt.Sprint(r.ProviderCalls)},
+		[2]string{"virtual time", time.Duration(r.VirtualSeconds * float64(time.Second)).Round(time.Second).String()},
+		[2]string{"wall time", fmt.Sprintf("%.2fs", r.WallSeconds)},
+	)
+	reasons := make([]string, 0, len(r.FailureReasons))
+	for k := range r.FailureReasons {
+		reasons = append(reasons, k)
+	}
+	sort.Strings(reasons)
+	for _, k := range reasons {
+		rows = append(rows, [2]string{"  failure", fmt.Sprintf("%d × %s", r.FailureReasons[k], k)})
+	}
+	width := 0
+	for _, row := range rows {
+		width = max(width, len(row[0]))
+	}
+	for _, row := range rows {
+		if row[0] == "" {
+			if _, err := fmt.Fprintln(w); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "%-*s  %s\n", width, row[0], row[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func benchDurText(s float64, zero string) string {
+	if s == 0 {
+		return zero
+	}
+	return time.Duration(s * float64(time.Second)).String()
+}
+
+func benchHoursText(h float64) string {
+	if h == 0 {
+		return "to the end"
+	}
+	return fmt.Sprintf("%g h", h)
 }

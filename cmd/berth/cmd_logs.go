@@ -1,8 +1,32 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
 
-// TODO(owner of cmd_logs.go): replace this placeholder.
+	"github.com/berth-ci/berth/api"
+)
+
 func newLogsCmd() *cobra.Command {
-	return &cobra.Command{Use: "logs", Short: "not written yet"}
+	var (
+		server string
+		follow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print a job's log (--follow: keep streaming until the job ends)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptContext(cmd)
+			defer stop()
+			err := api.NewClient(server).Log(ctx, args[0], follow, cmd.OutOrStdout())
+			if err != nil && ctx.Err() != nil {
+				// Ctrl-C while following is how people stop reading.
+				return nil
+			}
+			return err
+		},
+	}
+	addServerFlag(cmd, &server)
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the log until the job ends")
+	return cmd
 }

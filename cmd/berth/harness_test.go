@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,10 @@ import (
 	"github.com/berth-ci/berth/provider/local"
 )
 
-var berthBin string
+var (
+	berthBin     string
+	healthClient = &http.Client{Timeout: 2 * time.Second}
+)
 
 func TestMain(m *testing.M) {
 	local.RunSandboxIfRequested()
@@ -132,11 +136,13 @@ func (d *daemon) start() {
 			d.t.Fatalf("berth exited at start:\n%s", d.log)
 		default:
 		}
-		c, err := net.DialTimeout("tcp", d.listen, time.Second)
-		if err == nil {
-			c.Close()
+		// Ask /healthz rather than only dialing: the answer must be berth's.
+		resp, err := healthClient.Get("http://" + d.listen + "/healthz")
+		if err != nil {
+			return false
 		}
-		return err == nil
+		resp.Body.Close()
+		return resp.StatusCode == 200
 	})
 }
 

@@ -598,21 +598,21 @@ type script struct {
 
 // record is a job's state as stored in bbolt (bucket "jobs").
 type record struct {
-	ID              string            `json:"id"`
-	State           api.JobState      `json:"state"`
-	EnvNames        []string          `json:"env_names,omitempty"`
-	Timeout         time.Duration     `json:"timeout_ns,omitempty"`
-	Suspend         bool              `json:"suspend,omitempty"`
-	Resume          string            `json:"resume,omitempty"`
-	CreatedAt       time.Time         `json:"created_at"`
-	StartedAt       *time.Time        `json:"started_at,omitempty"`
-	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
-	ExitCode        *int              `json:"exit_code,omitempty"`
-	Failure         string            `json:"failure,omitempty"`
-	Reason          string            `json:"reason,omitempty"`
-	Instance        string            `json:"instance,omitempty"`
-	EnvKey          string            `json:"env_key,omitempty"`
-	CancelRequested bool              `json:"cancel_requested,omitempty"`
+	ID              string        `json:"id"`
+	State           api.JobState  `json:"state"`
+	EnvNames        []string      `json:"env_names,omitempty"`
+	Timeout         time.Duration `json:"timeout_ns,omitempty"`
+	Suspend         bool          `json:"suspend,omitempty"`
+	Resume          string        `json:"resume,omitempty"`
+	CreatedAt       time.Time     `json:"created_at"`
+	StartedAt       *time.Time    `json:"started_at,omitempty"`
+	FinishedAt      *time.Time    `json:"finished_at,omitempty"`
+	ExitCode        *int          `json:"exit_code,omitempty"`
+	Failure         string        `json:"failure,omitempty"`
+	Reason          string        `json:"reason,omitempty"`
+	Instance        string        `json:"instance,omitempty"`
+	EnvKey          string        `json:"env_key,omitempty"`
+	CancelRequested bool          `json:"cancel_requested,omitempty"`
 }
 
 // apiJob converts a record; sc may be nil when the script is not needed.

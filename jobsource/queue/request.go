@@ -26,7 +26,9 @@ const maxResumeKey = 256
 // RequestError is a job request the queue refuses. Status is the HTTP status
 // to answer with (400 or 413) and Message says what to change.
 type RequestError struct {
-	Status  int
+	// Status is http.StatusBadRequest or http.StatusRequestEntityTooLarge.
+	Status int
+	// Message says what is wrong and how to fix it.
 	Message string
 }
 

@@ -1,0 +1,326 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/berth-ci/berth/executor"
+)
+
+// watchWriter collects output and signals when a marker shows up, so tests
+// can act on "the script is running" without sleeping.
+type watchWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	seen   chan struct{}
+	once   sync.Once
+}
+
+func newWatchWriter(marker string) *watchWriter {
+	return &watchWriter{marker: marker, seen: make(chan struct{})}
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.marker != "" && strings.Contains(w.buf.String(), w.marker) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func TestRunStreamsMultiLineScriptOutput(t *testing.T) {
+	srv := newTestServer(t)
+	out := newWatchWriter("first")
+	script := "echo first\necho to-stderr >&2\nfor i in 1 2 3; do echo line $i; done\n# a comment with 'quotes' and $dollars\necho \"done\""
+
+	// The script blocks after its first line until the test has seen that
+	// line arrive, which proves output streams instead of arriving at exit.
+	gate := t.TempDir() + "/gate"
+	script = "echo first\nwhile [ ! -e " + gate + " ]; do sleep 0.01; done\n" + script
+	go func() {
+		<-out.seen
+		if err := writeFile(gate); err != nil {
+			t.Error(err)
+		}
+	}()
+	code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: script, Output: out})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if code != 0 {
+		t.Fatalf("exit code = %d, want 0; output:\n%s", code, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"first\n", "to-stderr\n", "line 1\nline 2\nline 3\n", "done\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestRunScriptStdinIsEmpty(t *testing.T) {
+	// A command that reads stdin must not eat the rest of the script.
+	srv := newTestServer(t)
+	var out bytes.Buffer
+	code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{
+		Script: "cat\necho after-cat",
+		Output: &out,
+	})
+	if err != nil || code != 0 {
+		t.Fatalf("Run = %d, %v; output:\n%s", code, err, out.String())
+	}
+	if out.String() != "after-cat\n" {
+		t.Fatalf("output = %q, want %q", out.String(), "after-cat\n")
+	}
+}
+
+func TestRunEnv(t *testing.T) {
+	env := []string{"PLAIN=hello", "TRICKY=it's $HOME `x` \"q\"\nline2", "EMPTY="}
+	script := `printf '%s|%s|%s|\n' "$PLAIN" "$TRICKY" "${EMPTY-unset}"`
+	want := "hello|it's $HOME `x` \"q\"\nline2||\n"
+
+	t.Run("server accepts env requests", func(t *testing.T) {
+		srv := newTestServer(t)
+		var out bytes.Buffer
+		code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: script, Env: env, Output: &out})
+		if err != nil || code != 0 {
+			t.Fatalf("Run = %d, %v", code, err)
+		}
+		if out.String() != want {
+			t.Errorf("output = %q, want %q", out.String(), want)
+		}
+		if got := srv.seenEnv(); len(got) != len(env) {
+			t.Errorf("server saw env requests %q, want all of %q", got, env)
+		}
+	})
+	t.Run("server refuses env requests", func(t *testing.T) {
+		srv := newTestServer(t, refuseEnv)
+		var out bytes.Buffer
+		code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: script, Env: env, Output: &out})
+		if err != nil || code != 0 {
+			t.Fatalf("Run = %d, %v", code, err)
+		}
+		if out.String() != want {
+			t.Errorf("output = %q, want %q", out.String(), want)
+		}
+	})
+	t.Run("bad name is refused before connecting", func(t *testing.T) {
+		srv := newTestServer(t)
+		_, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: "true", Env: []string{"1BAD=x"}})
+		if !errors.Is(err, executor.ErrInvalidCommand) {
+			t.Fatalf("err = %v, want ErrInvalidCommand", err)
+		}
+	})
+}
+
+func TestRunExitCode(t *testing.T) {
+	srv := newTestServer(t)
+	var out bytes.Buffer
+	code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: "echo failing\nexit 3\necho unreachable", Output: &out})
+	if err != nil {
+		t.Fatalf("a script failure must not be an error, got %v", err)
+	}
+	if code != 3 {
+		t.Fatalf("exit code = %d, want 3", code)
+	}
+	if out.String() != "failing\n" {
+		t.Errorf("output = %q", out.String())
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	srv := newTestServer(t)
+	out := newWatchWriter("")
+	code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{
+		Script:  "echo started\nsleep 30\necho not-reached",
+		Output:  out,
+		Timeout: 300 * time.Millisecond,
+	})
+	if !errors.Is(err, executor.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want it to match context.DeadlineExceeded too", err)
+	}
+	if errors.Is(err, executor.ErrCanceled) {
+		t.Errorf("a timeout must not look like a cancel: %v", err)
+	}
+	if code != -1 {
+		t.Errorf("code = %d, want -1", code)
+	}
+	if !strings.Contains(err.Error(), "inst-test-1") {
+		t.Errorf("error %q does not name the instance", err)
+	}
+	if strings.Contains(out.String(), "not-reached") {
+		t.Errorf("script went on after the timeout: %q", out.String())
+	}
+}
+
+func TestRunCancel(t *testing.T) {
+	srv := newTestServer(t)
+	out := newWatchWriter("started")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-out.seen
+		cancel()
+	}()
+	code, err := executor.Run(ctx, srv.connectInfo(), executor.Command{Script: "echo started\nsleep 30", Output: out})
+	if !errors.Is(err, executor.ErrCanceled) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want ErrCanceled wrapping context.Canceled", err)
+	}
+	if code != -1 {
+		t.Errorf("code = %d, want -1", code)
+	}
+	var sys *executor.SystemError
+	if errors.As(err, &sys) {
+		t.Errorf("a cancel must not be a system error: %v", err)
+	}
+}
+
+func TestRunRefusesWrongHostKey(t *testing.T) {
+	srv := newTestServer(t)
+	ci := srv.connectInfo()
+	other, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPub, err := ssh.NewPublicKey(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci.HostKey = string(ssh.MarshalAuthorizedKey(otherPub))
+	code, err := executor.Run(context.Background(), ci, executor.Command{Script: "echo should-not-run"})
+	var sys *executor.SystemError
+	if !errors.As(err, &sys) {
+		t.Fatalf("err = %v (%T), want *SystemError", err, err)
+	}
+	if !errors.Is(err, executor.ErrHostKeyMismatch) {
+		t.Errorf("err = %v, want it to match ErrHostKeyMismatch", err)
+	}
+	if sys.Instance != ci.ID || code != -1 {
+		t.Errorf("instance = %q code = %d", sys.Instance, code)
+	}
+	srv.mu.Lock()
+	ran := len(srv.execSeen)
+	srv.mu.Unlock()
+	if ran != 0 {
+		t.Errorf("server ran %d commands despite the wrong host key", ran)
+	}
+
+	ci.HostKey = ""
+	if _, err := executor.Run(context.Background(), ci, executor.Command{Script: "true"}); !errors.As(err, &sys) {
+		t.Errorf("empty host key: err = %v, want *SystemError (never connect unchecked)", err)
+	}
+}
+
+func TestRunServerKilledMidRun(t *testing.T) {
+	srv := newTestServer(t)
+	out := newWatchWriter("started")
+	go func() {
+		<-out.seen
+		srv.Kill()
+	}()
+	code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: "echo started\nsleep 30", Output: out})
+	var sys *executor.SystemError
+	if !errors.As(err, &sys) {
+		t.Fatalf("err = %v (%T), want *SystemError", err, err)
+	}
+	if sys.Instance != "inst-test-1" || code != -1 {
+		t.Errorf("instance = %q, code = %d", sys.Instance, code)
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "instance inst-test-1: connection lost: ") {
+		t.Errorf("message %q should start with %q", msg, "instance inst-test-1: connection lost: ")
+	}
+}
+
+func TestRunInstanceGoesSilent(t *testing.T) {
+	// An instance that stops answering without closing TCP is found by
+	// keepalive, not left to hang until the job timeout.
+	srv := newTestServer(t)
+	out := newWatchWriter("started")
+	go func() {
+		<-out.seen
+		srv.Freeze()
+	}()
+	r := executor.Runner{KeepAliveInterval: 20 * time.Millisecond, KeepAliveTimeout: 200 * time.Millisecond}
+	_, err := r.Run(context.Background(), srv.connectInfo(), executor.Command{Script: "echo started\nsleep 30", Output: out})
+	var sys *executor.SystemError
+	if !errors.As(err, &sys) {
+		t.Fatalf("err = %v (%T), want *SystemError", err, err)
+	}
+	if !strings.Contains(err.Error(), "connection lost") || !strings.Contains(err.Error(), "keepalive") {
+		t.Errorf("message %q should say the connection was lost to keepalive", err)
+	}
+}
+
+func TestRunDialFailure(t *testing.T) {
+	srv := newTestServer(t)
+	ci := srv.connectInfo()
+	srv.Kill()
+	_, err := executor.Run(context.Background(), ci, executor.Command{Script: "true"})
+	var sys *executor.SystemError
+	if !errors.As(err, &sys) {
+		t.Fatalf("err = %v (%T), want *SystemError", err, err)
+	}
+	if !strings.HasPrefix(err.Error(), "instance inst-test-1: dial ") {
+		t.Errorf("message %q should say the dial failed", err)
+	}
+}
+
+func TestOutput(t *testing.T) {
+	srv := newTestServer(t)
+	out, err := executor.Output(context.Background(), srv.connectInfo(), "echo ready; echo warn >&2", time.Minute)
+	if err != nil {
+		t.Fatalf("Output: %v", err)
+	}
+	if !strings.Contains(string(out), "ready\n") || !strings.Contains(string(out), "warn\n") {
+		t.Errorf("output = %q", out)
+	}
+
+	out, err = executor.Output(context.Background(), srv.connectInfo(), "echo docker not up; exit 7", time.Minute)
+	var ee *executor.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("err = %v, want *ExitError", err)
+	}
+	if ee.Code != 7 || string(out) != "docker not up\n" || !strings.Contains(err.Error(), "docker not up") {
+		t.Errorf("ExitError = %+v, out = %q, message %q", ee, out, err)
+	}
+}
+
+func TestShellQuoteRoundTrip(t *testing.T) {
+	srv := newTestServer(t)
+	values := []string{"", "a b", "'", "''", `\`, "$(id)", "\n\n", "ünïcødé", "a'b'c"}
+	for _, v := range values {
+		var out bytes.Buffer
+		code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{
+			Script: "printf '%s' " + executor.ShellQuote(v),
+			Output: &out,
+		})
+		if err != nil || code != 0 {
+			t.Fatalf("Run(%q) = %d, %v", v, code, err)
+		}
+		if out.String() != v {
+			t.Errorf("ShellQuote(%q) came back as %q", v, out.String())
+		}
+	}
+}
