@@ -63,3 +63,8 @@ type InstanceLostError struct {
 func (e *InstanceLostError) Error() string {
 	return fmt.Sprintf("instance %s was lost: %s", e.InstanceID, e.Reason)
 }
+
+// ErrEnvSlotTaken is returned by Suspend when the acquisition's instance
+// already holds another parked environment: an instance is suspended whole,
+// so it can carry only one. Release the job instead.
+var ErrEnvSlotTaken = errors.New("the instance already holds another suspended environment; release the job instead")

@@ -109,13 +109,22 @@ func Restore(cfg Config, st State, now time.Time) (*Scaler, []DeadJob, error) {
 		in.created = rec.Created
 		in.deleteReason = rec.DeleteReason
 	}
+	// An instance that holds an environment is kept even with
+	// DeleteOnDeadJob: the environment outlives the job that resumed it and
+	// is parked again on reconcile (I6).
+	holdsEnv := map[string]bool{}
+	for _, rec := range st.Envs {
+		if rec.Lost == "" {
+			holdsEnv[rec.InstanceID] = true
+		}
+	}
 	var dead []DeadJob
 	for _, rec := range st.Reservations {
 		in := s.instances[rec.InstanceID]
 		if rec.Acquired && in != nil {
 			dead = append(dead, DeadJob{Key: rec.Key, InstanceID: rec.InstanceID})
 			in.useCount++
-			if cfg.DeleteOnDeadJob && in.restoredFrom != phaseDeleting {
+			if cfg.DeleteOnDeadJob && in.restoredFrom != phaseDeleting && !holdsEnv[rec.InstanceID] {
 				in.restoredFrom = phaseDeleting
 				in.deleteReason = ReasonDeadJob
 			}
