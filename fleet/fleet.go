@@ -264,12 +264,14 @@ func (f *Fleet) suspendResume(ctx context.Context, id string, suspend bool) erro
 	return err
 }
 
-// call runs a provider call in its own goroutine with the call timeout.
+// call runs a provider call in its own goroutine with the call timeout. It
+// is called under the lock, which guards f.ctx.
 func (f *Fleet) call(fn func(ctx context.Context)) {
+	base := f.ctx
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.opts.CallTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), f.opts.CallTimeout)
 		defer cancel()
 		fn(ctx)
 	}()

@@ -1,0 +1,46 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-ci/berth/scaler"
+)
+
+func TestScrapeShowsFleetAndDecisions(t *testing.T) {
+	m := New(func() scaler.Counts {
+		return scaler.Counts{
+			InstancesByPhase: map[string]int{"ready": 3, "creating": 1},
+			Slots:            map[string]int{scaler.SlotIdle: 2, scaler.SlotAcquired: 1},
+			Refused:          map[string]int{"max_instances": 7},
+			Granted:          11,
+		}
+	})
+	m.Observe(scaler.Scaled{Direction: "up", N: 2})
+	m.Observe(scaler.Gone{ID: "i1", Reason: scaler.ReasonIdle})
+	m.Observe(scaler.InstanceReady{ID: "i2", After: 1500 * time.Millisecond})
+	m.Jobs.WithLabelValues("success").Inc()
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`berth_instances{state="ready"} 3`,
+		`berth_slots{state="idle"} 2`,
+		`berth_slots{state="acquired"} 1`,
+		`berth_reservations_refused_total{reason="max_instances"} 7`,
+		`berth_reservations_granted_total 11`,
+		`berth_scale_operations_total{direction="up"} 2`,
+		`berth_instance_deletions_total{reason="idle_timeout"} 1`,
+		`berth_instance_time_to_ready_seconds_count 1`,
+		`berth_jobs_total{result="success"} 1`,
+		`berth_job_queue_wait_seconds_bucket`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}
