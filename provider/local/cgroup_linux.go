@@ -1,0 +1,177 @@
+package local
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// cgroupRoot is the cgroup v2 directory under which each instance gets its
+// own cgroup. It is nil when no writable cgroup v2 tree with cgroup.kill and
+// cgroup.freeze exists (unprivileged users, cgroup v1 only hosts).
+type cgroupRoot struct {
+	dir string
+}
+
+// findCgroup2 returns the cgroup v2 directory of the calling process, found
+// at run time from /proc/self/mountinfo and /proc/self/cgroup because it
+// lives at /sys/fs/cgroup on unified hosts but elsewhere (e.g.
+// /sys/fs/cgroup/unified) on hybrid ones.
+func findCgroup2() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var mnt, mntRoot string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) >= 5 && len(qf) >= 1 && qf[0] == "cgroup2" {
+			mntRoot, mnt = pf[3], pf[4]
+			break
+		}
+	}
+	if mnt == "" {
+		return "", errors.New("no cgroup2 mount")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			rel := strings.TrimPrefix(rest, mntRoot)
+			return filepath.Join(mnt, rel), nil
+		}
+	}
+	return "", errors.New("process has no cgroup v2 path")
+}
+
+// newCgroupRoot checks that instance cgroups can be made under
+// OWN/berth-local-GROUP. It returns nil when that is not possible, which
+// selects the fallbacks. The directory is removed again whenever it is
+// empty, so that short-lived groups (tests) leave no cgroups behind.
+func newCgroupRoot(group string) *cgroupRoot {
+	own, err := findCgroup2()
+	if err != nil {
+		return nil
+	}
+	c := &cgroupRoot{dir: filepath.Join(own, "berth-local-"+group)}
+	if err := os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	defer c.tidy()
+	for _, f := range []string{"cgroup.kill", "cgroup.freeze", "cgroup.procs"} {
+		if _, err := os.Stat(filepath.Join(c.dir, f)); err != nil {
+			return nil
+		}
+	}
+	return c
+}
+
+// tidy removes the group's cgroup directory if no instance uses it.
+func (c *cgroupRoot) tidy() { os.Remove(c.dir) }
+
+// create makes the cgroup of one instance and applies the memory limit.
+func (c *cgroupRoot) create(id, memoryMax string) (string, error) {
+	dir := filepath.Join(c.dir, id)
+	var err error
+	for try := 0; try < 3; try++ { // a concurrent tidy may remove c.dir
+		if err = os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			break
+		}
+		if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+			err = nil
+			break
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("create cgroup %s: %w", dir, err)
+	}
+	if memoryMax != "" {
+		if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(memoryMax), 0); err != nil {
+			os.Remove(dir)
+			return "", fmt.Errorf("set memory.max of %s: %w (memory_max needs the cgroup v2 memory controller enabled for berth's cgroup)", dir, err)
+		}
+	}
+	return dir, nil
+}
+
+// cgroupEvent reports the value of key ("populated", "frozen") in
+// cgroup.events.
+func cgroupEvent(dir, key string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("no %q in %s/cgroup.events", key, dir)
+}
+
+// waitCgroup polls cgroup.events until key has value want.
+func waitCgroup(dir, key, want string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		v, err := cgroupEvent(dir, key)
+		if err != nil {
+			return err
+		}
+		if v == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s: %s is still %s after %v", dir, key, v, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// cgroupKill kills every process in dir and removes it. A missing cgroup
+// counts as done, which keeps Decrease idempotent.
+func cgroupKill(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+		return fmt.Errorf("kill cgroup %s: %w", dir, err)
+	}
+	if err := waitCgroup(dir, "populated", "0", 10*time.Second); err != nil {
+		return err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
+// cgroupFreeze freezes (or thaws) every process in dir and waits until the
+// kernel confirms.
+func cgroupFreeze(dir string, freeze bool) error {
+	v := "0"
+	if freeze {
+		v = "1"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte(v), 0); err != nil {
+		return fmt.Errorf("write %s/cgroup.freeze: %w", dir, err)
+	}
+	return waitCgroup(dir, "frozen", v, 10*time.Second)
+}
+
+func cgroupFrozen(dir string) bool {
+	v, err := cgroupEvent(dir, "frozen")
+	return err == nil && v == "1"
+}

@@ -1,0 +1,7 @@
+//go:build linux
+
+package local_test
+
+import "encoding/json"
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

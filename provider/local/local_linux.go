@@ -1,0 +1,812 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/provider"
+)
+
+// Version is reported in provider.Info.
+const Version = "0.1.0"
+
+// bootTimeout is how long a started sandbox may take to serve SSH before
+// Update reports it as timed out.
+const bootTimeout = 2 * time.Minute
+
+// Config is the provider_config of the local provider; see the package
+// documentation for the JSON form.
+type Config struct {
+	// Network is "auto" (the default) or "host" to share the host's
+	// network, or "isolated" for a network namespace with only loopback.
+	Network string `json:"network"`
+	// MemoryMax is written to the instance cgroup's memory.max, e.g. "2G".
+	// Empty means no limit.
+	MemoryMax string `json:"memory_max"`
+}
+
+// Provider is the local sandbox provider. Create it with New (or
+// provider.New("local")) and call Init before anything else. It is safe for
+// concurrent use; one state directory must be used by one berth process at a
+// time.
+type Provider struct {
+	cfg       Config
+	dir       string // <StateDir>/local
+	group     string // short hash naming this group
+	stateDir  string
+	signer    ssh.Signer
+	clientPEM []byte
+	clientPub string // authorized_keys line
+	userNS    bool
+	cgroups   *cgroupRoot
+	log       *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // per-instance operation locks
+}
+
+// New returns an uninitialised local provider.
+func New() *Provider {
+	return &Provider{locks: map[string]*sync.Mutex{}, log: slog.Default().With("provider", Name)}
+}
+
+var idPattern = regexp.MustCompile(`^local-[0-9a-f]{10}$`)
+
+func checkID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("local provider: %q is not an instance ID of this provider (IDs look like local-0123456789)", id)
+	}
+	return nil
+}
+
+// Init reads the configuration, prepares the state directory and the group's
+// client key, and checks that sandboxes can be started here by starting a
+// short-lived probe sandbox.
+func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info, error) {
+	if len(bytes.TrimSpace(s.Config)) > 0 && string(bytes.TrimSpace(s.Config)) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(s.Config))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p.cfg); err != nil {
+			return provider.Info{}, fmt.Errorf("local provider: bad provider_config: %w (valid keys: network, memory_max)", err)
+		}
+	}
+	switch p.cfg.Network {
+	case "", "auto", "host":
+		p.cfg.Network = "host"
+	case "isolated":
+	default:
+		return provider.Info{}, fmt.Errorf("local provider: provider_config network %q is not one of auto, host, isolated", p.cfg.Network)
+	}
+	if s.StateDir == "" {
+		return provider.Info{}, errors.New("local provider: no state directory given; set state_dir")
+	}
+	abs, err := filepath.Abs(s.StateDir)
+	if err != nil {
+		return provider.Info{}, fmt.Errorf("local provider: state dir: %w", err)
+	}
+	p.stateDir = abs
+	p.dir = filepath.Join(abs, "local")
+	sum := sha256.Sum256([]byte(p.dir))
+	p.group = hex.EncodeToString(sum[:4])
+	if err := os.MkdirAll(filepath.Join(p.dir, "instances"), 0o700); err != nil {
+		return provider.Info{}, fmt.Errorf("local provider: create state dir: %w", err)
+	}
+	if err := p.loadClientKey(); err != nil {
+		return provider.Info{}, err
+	}
+	p.userNS = os.Geteuid() != 0
+	if !p.userNS {
+		p.cgroups = newCgroupRoot(p.group)
+	}
+	if p.cfg.MemoryMax != "" && p.cgroups == nil {
+		return provider.Info{}, errors.New("local provider: memory_max needs a writable cgroup v2 tree (run berth as root on a cgroup v2 host) or remove memory_max")
+	}
+	p.cleanLeftovers()
+	if err := p.probe(ctx); err != nil {
+		return provider.Info{}, fmt.Errorf(`local provider: cannot start sandboxes on this machine: %w; if namespaces are unavailable (containers without CAP_SYS_ADMIN, kernels or AppArmor policies that forbid unprivileged user namespaces), use provider "sim" or an external plugin instead`, err)
+	}
+	return provider.Info{
+		ID:           "local/" + p.group,
+		Version:      Version,
+		Capabilities: provider.Capabilities{Suspend: true},
+	}, nil
+}
+
+// loadClientKey loads the group's client key, creating it on first use.
+func (p *Provider) loadClientKey() error {
+	path := filepath.Join(p.dir, "client_key")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b, err = newKeyPEM("berth-local-client")
+		if err == nil {
+			err = writeFileAtomic(path, b, 0o600)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("local provider: client key %s: %w", path, err)
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return fmt.Errorf("local provider: parse client key %s: %w (delete it to generate a new one; running instances then need recreating)", path, err)
+	}
+	p.signer, p.clientPEM = signer, b
+	p.clientPub = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+	return nil
+}
+
+func newKeyPEM(comment string) ([]byte, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(blk), nil
+}
+
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// cleanLeftovers removes directories of interrupted creations and
+// deletions. Their sandboxes never started or are known to be dead.
+func (p *Provider) cleanLeftovers() {
+	entries, _ := os.ReadDir(filepath.Join(p.dir, "instances"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			removeAll(filepath.Join(p.dir, "instances", e.Name()))
+		}
+	}
+}
+
+// removeAll is os.RemoveAll that also copes with directories a job made
+// unwritable.
+func removeAll(path string) error {
+	if err := os.RemoveAll(path); err == nil {
+		return nil
+	}
+	filepath.Walk(path, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(path)
+}
+
+func (p *Provider) instDir(id string) string {
+	return filepath.Join(p.dir, "instances", id)
+}
+
+// lock serialises operations on one instance.
+func (p *Provider) lock(id string) func() {
+	p.mu.Lock()
+	l, ok := p.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		p.locks[id] = l
+	}
+	p.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// probe starts a sandbox that only sets up its namespaces and file system
+// and exits, so that Init fails early with the real reason.
+func (p *Provider) probe(ctx context.Context) error {
+	dir, err := os.MkdirTemp(filepath.Join(p.dir, "instances"), ".probe-")
+	if err != nil {
+		return err
+	}
+	defer removeAll(dir)
+	for _, d := range []string{diskDir, tmpDir, rootDir} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := writeJSON(filepath.Join(dir, configFile), sandboxConfig{ID: "probe", Network: p.cfg.Network, Probe: true}); err != nil {
+		return err
+	}
+	cmd, err := p.command(dir, nil, "")
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start probe sandbox: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		err = errors.New("probe sandbox did not finish within 30s")
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		<-done
+		return ctx.Err()
+	}
+	if err != nil {
+		out, _ := os.ReadFile(filepath.Join(dir, logFile))
+		return fmt.Errorf("probe sandbox: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// command prepares the re-execution of this binary as the sandbox of dir.
+// The log file and listener are handed over as inherited descriptors; the
+// new process gets its own session so that it outlives berth.
+func (p *Provider) command(dir string, ln *os.File, cgroup string) (*exec.Cmd, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{"berth-sandbox", filepath.Base(dir)}
+	// A clean environment: berth's own (possibly secrets) must not leak
+	// into the instances.
+	cmd.Env = []string{sandboxEnv + "=" + dir, "GOMAXPROCS=2", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		cmd.Env = append(cmd.Env, "GORACE="+v)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if ln != nil {
+		cmd.ExtraFiles = []*os.File{ln}
+	}
+	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
+	if p.cfg.Network == "isolated" {
+		flags |= unix.CLONE_NEWNET
+	}
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if p.userNS {
+		flags |= unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	attr.Cloneflags = flags
+	if cgroup != "" {
+		fd, err := unix.Open(cgroup, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			logf.Close()
+			return nil, fmt.Errorf("open cgroup %s: %w", cgroup, err)
+		}
+		attr.UseCgroupFD, attr.CgroupFD = true, fd
+	}
+	cmd.SysProcAttr = attr
+	return cmd, nil
+}
+
+// closeCmdFiles releases what command opened in this process once the
+// child has its copies.
+func closeCmdFiles(cmd *exec.Cmd) {
+	if f, ok := cmd.Stdout.(*os.File); ok {
+		f.Close()
+	}
+	if cmd.SysProcAttr.UseCgroupFD {
+		unix.Close(cmd.SysProcAttr.CgroupFD)
+	}
+}
+
+// Increase creates and starts n sandboxes. It returns once their processes
+// are started; they report "creating" until their SSH server serves.
+func (p *Provider) Increase(ctx context.Context, n int) (int, error) {
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return i, err
+		}
+		if err := p.create(); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+func (p *Provider) create() error {
+	var rnd [5]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
+	}
+	id := "local-" + hex.EncodeToString(rnd[:])
+	// Build the directory under a dot name and rename it into place, so
+	// Update never sees a half-made instance.
+	tmp := filepath.Join(p.dir, "instances", ".new-"+id)
+	fail := func(err error) error {
+		removeAll(tmp)
+		return fmt.Errorf("local provider: create instance: %w", err)
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fail(err)
+	}
+	for _, d := range []string{diskDir, tmpDir, rootDir} {
+		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
+			return fail(err)
+		}
+	}
+	hostPEM, err := newKeyPEM(id)
+	if err != nil {
+		return fail(err)
+	}
+	hostSigner, err := ssh.ParsePrivateKey(hostPEM)
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, hostKeyFile), hostPEM, 0o600); err != nil {
+		return fail(err)
+	}
+	sc := sandboxConfig{ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, Hide: []string{p.dir}}
+	if err := writeJSON(filepath.Join(tmp, configFile), sc); err != nil {
+		return fail(err)
+	}
+	now := time.Now().UTC()
+	m := &meta{
+		ID: id, State: wantRunning, Boot: string(provider.StateCreating),
+		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey()))),
+		Network: p.cfg.Network, UserNS: p.userNS, CreatedAt: now, StartedAt: now,
+	}
+	if err := writeJSON(filepath.Join(tmp, metaFile), m); err != nil {
+		return fail(err)
+	}
+	dir := p.instDir(id)
+	if err := os.Rename(tmp, dir); err != nil {
+		return fail(err)
+	}
+	defer p.lock(id)()
+	if err := p.start(m); err != nil {
+		// Leave nothing behind: the scaler never learned the ID.
+		p.destroy(m)
+		return fmt.Errorf("local provider: start sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// start starts the sandbox process of m and records it in meta.json. It
+// reuses the previous SSH port when it is free so that addresses stay
+// stable across resumes.
+func (p *Provider) start(m *meta) error {
+	dir := p.instDir(m.ID)
+	for _, f := range []string{readyFile, pidFile} {
+		os.Remove(filepath.Join(dir, f))
+	}
+	ln, err := listenLoopback(m.Addr)
+	if err != nil {
+		return fmt.Errorf("open SSH listener: %w", err)
+	}
+	lnFile, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return err
+	}
+	defer lnFile.Close()
+	m.Addr = ln.Addr().String()
+	// A stopped instance's cgroup was removed with its processes; make
+	// (again) the one of this berth process.
+	m.Cgroup = ""
+	if p.cgroups != nil {
+		cg, err := p.cgroups.create(m.ID, p.cfg.MemoryMax)
+		if err != nil {
+			return err
+		}
+		m.Cgroup = cg
+	}
+	m.PID, m.StartTime, m.StartedAt = 0, 0, time.Now().UTC()
+	if err := writeJSON(filepath.Join(dir, metaFile), m); err != nil {
+		return err
+	}
+	cmd, err := p.command(dir, lnFile, m.Cgroup)
+	if err != nil {
+		return err
+	}
+	err = cmd.Start()
+	closeCmdFiles(cmd)
+	if err != nil {
+		return err
+	}
+	// Reap the sandbox if it dies while we run; after a berth restart
+	// the init process (or a subreaper) does that.
+	go cmd.Wait()
+	_, start, err := procStat(cmd.Process.Pid)
+	if err != nil {
+		return fmt.Errorf("read start time of sandbox %d: %w", cmd.Process.Pid, err)
+	}
+	m.PID, m.StartTime = cmd.Process.Pid, start
+	return writeJSON(filepath.Join(dir, metaFile), m)
+}
+
+func listenLoopback(prev string) (*net.TCPListener, error) {
+	if prev != "" {
+		if ln, err := net.Listen("tcp", prev); err == nil {
+			return ln.(*net.TCPListener), nil
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return ln.(*net.TCPListener), nil
+}
+
+// pid returns the sandbox process of m, falling back to the PID file the
+// sandbox writes itself when berth died before recording it.
+func (p *Provider) pid(m *meta) (int, uint64) {
+	if m.PID > 0 {
+		return m.PID, m.StartTime
+	}
+	if m.State == wantRunning {
+		if pid, start, ok := readPIDFile(p.instDir(m.ID)); ok {
+			return pid, start
+		}
+	}
+	return 0, 0
+}
+
+func (p *Provider) running(m *meta) bool {
+	pid, start := p.pid(m)
+	return alive(pid, start)
+}
+
+// Update lists every instance. It also repairs what an interrupted call
+// left behind: deletions are finished, and a suspended instance that runs
+// (or a running one that is frozen) is brought in line with meta.json.
+func (p *Provider) Update(ctx context.Context, fn func(id string, s provider.State)) error {
+	entries, err := os.ReadDir(filepath.Join(p.dir, "instances"))
+	if err != nil {
+		return fmt.Errorf("local provider: list instances: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") || !e.IsDir() {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		st, ok := p.observe(e.Name())
+		if ok {
+			fn(e.Name(), st)
+		}
+	}
+	return nil
+}
+
+func (p *Provider) observe(id string) (provider.State, bool) {
+	defer p.lock(id)()
+	m, err := readMeta(p.instDir(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false // deleted meanwhile
+	}
+	if err != nil {
+		p.log.Warn("unreadable instance", "id", id, "err", err)
+		return provider.StateTimeout, true
+	}
+	switch m.State {
+	case wantDeleting:
+		if err := p.destroy(m); err != nil {
+			p.log.Warn("finish deletion", "id", id, "err", err)
+			return provider.StateDeleting, true
+		}
+		return provider.StateDeleted, true
+	case wantSuspended:
+		if p.running(m) && (m.Cgroup == "" || !cgroupFrozen(m.Cgroup)) {
+			if err := p.stop(m); err != nil {
+				p.log.Warn("re-suspend", "id", id, "err", err)
+			}
+		}
+		return provider.StateSuspended, true
+	}
+	if m.Cgroup != "" && cgroupFrozen(m.Cgroup) {
+		if err := cgroupFreeze(m.Cgroup, false); err != nil {
+			p.log.Warn("thaw", "id", id, "err", err)
+		}
+	}
+	booting := provider.State(m.Boot)
+	if booting == "" {
+		booting = provider.StateCreating
+	}
+	if !p.running(m) {
+		if m.PID == 0 && time.Since(m.StartedAt) < bootTimeout {
+			return booting, true
+		}
+		return provider.StateTimeout, true
+	}
+	if _, err := os.Stat(filepath.Join(p.instDir(id), readyFile)); err == nil {
+		if b, _ := os.ReadFile(filepath.Join(p.instDir(id), readyFile)); len(b) > 0 {
+			return provider.StateRunning, true
+		}
+	}
+	if time.Since(m.StartedAt) > bootTimeout {
+		return provider.StateTimeout, true
+	}
+	return booting, true
+}
+
+// stop suspends the sandbox of m: freeze its cgroup when there is one,
+// otherwise kill it (the directory stays).
+func (p *Provider) stop(m *meta) error {
+	if m.Cgroup != "" && p.running(m) {
+		return cgroupFreeze(m.Cgroup, true)
+	}
+	return p.kill(m)
+}
+
+// kill kills every process of the instance and waits until its init is
+// gone.
+func (p *Provider) kill(m *meta) error {
+	if m.Cgroup != "" {
+		if err := cgroupKill(m.Cgroup); err != nil {
+			return err
+		}
+	}
+	pid, start := p.pid(m)
+	if !alive(pid, start) {
+		return nil
+	}
+	// SIGKILL to the PID namespace's init makes the kernel kill every
+	// process in the namespace.
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill sandbox %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid, start) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sandbox process %d still alive 10s after SIGKILL", pid)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+// destroy kills the instance and removes its directory. Calling it again
+// after a failure, or for a gone instance, is safe.
+func (p *Provider) destroy(m *meta) error {
+	if err := p.kill(m); err != nil {
+		return err
+	}
+	dir := p.instDir(m.ID)
+	// The root mount point is busy only in the sandbox's own mount
+	// namespace, which is gone now.
+	gone := filepath.Join(p.dir, "instances", ".del-"+m.ID)
+	if err := os.Rename(dir, gone); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove instance dir: %w", err)
+	}
+	if err := removeAll(gone); err != nil {
+		return fmt.Errorf("remove instance dir: %w", err)
+	}
+	if p.cgroups != nil {
+		p.cgroups.tidy()
+	}
+	p.mu.Lock()
+	delete(p.locks, m.ID)
+	p.mu.Unlock()
+	return nil
+}
+
+// Decrease deletes instances: every process is killed and the directory
+// removed. Unknown but well-formed IDs count as already deleted, so retries
+// are safe; malformed IDs are errors.
+func (p *Provider) Decrease(ctx context.Context, ids []string) ([]string, error) {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		accepted []string
+		errs     []error
+	)
+	for _, id := range ids {
+		if err := checkID(id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := p.decrease(id)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("local provider: delete %s: %w", id, err))
+				return
+			}
+			accepted = append(accepted, id)
+		}()
+	}
+	wg.Wait()
+	return accepted, errors.Join(errs...)
+}
+
+func (p *Provider) decrease(id string) error {
+	defer p.lock(id)()
+	m, err := readMeta(p.instDir(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if m.State != wantDeleting {
+		// Record the intent first: a berth that dies now finishes the
+		// deletion in its next Update.
+		m.State = wantDeleting
+		if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+			return err
+		}
+	}
+	return p.destroy(m)
+}
+
+// Suspend suspends running instances; see the package documentation for
+// what survives.
+func (p *Provider) Suspend(ctx context.Context, ids []string) ([]string, error) {
+	return p.each(ids, func(id string) error {
+		defer p.lock(id)()
+		m, err := p.existing(id)
+		if err != nil {
+			return err
+		}
+		switch m.State {
+		case wantSuspended:
+			return nil
+		case wantDeleting:
+			return errors.New("instance is being deleted")
+		}
+		m.State = wantSuspended
+		if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+			return err
+		}
+		if err := p.stop(m); err != nil {
+			return err
+		}
+		if m.Cgroup == "" {
+			m.PID, m.StartTime = 0, 0
+			return writeJSON(filepath.Join(p.instDir(id), metaFile), m)
+		}
+		return nil
+	})
+}
+
+// Resume resumes suspended instances: a frozen sandbox is thawed, a stopped
+// one started again with the same ID, directory and host key. Resumed
+// instances report "resuming" until their SSH server serves.
+func (p *Provider) Resume(ctx context.Context, ids []string) ([]string, error) {
+	return p.each(ids, func(id string) error {
+		defer p.lock(id)()
+		m, err := p.existing(id)
+		if err != nil {
+			return err
+		}
+		switch m.State {
+		case wantRunning:
+			return nil
+		case wantDeleting:
+			return errors.New("instance is being deleted")
+		}
+		if m.Cgroup != "" && p.running(m) {
+			if err := cgroupFreeze(m.Cgroup, false); err != nil {
+				return err
+			}
+			m.State, m.Boot = wantRunning, string(provider.StateResuming)
+			return writeJSON(filepath.Join(p.instDir(id), metaFile), m)
+		}
+		if err := p.kill(m); err != nil { // leftovers of a frozen cgroup
+			return err
+		}
+		m.State, m.Boot = wantRunning, string(provider.StateResuming)
+		return p.start(m)
+	})
+}
+
+func (p *Provider) each(ids []string, fn func(id string) error) ([]string, error) {
+	var accepted []string
+	var errs []error
+	for _, id := range ids {
+		if err := checkID(id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := fn(id); err != nil {
+			errs = append(errs, fmt.Errorf("local provider: %s: %w", id, err))
+			continue
+		}
+		accepted = append(accepted, id)
+	}
+	return accepted, errors.Join(errs...)
+}
+
+func (p *Provider) existing(id string) (*meta, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	m, err := readMeta(p.instDir(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("local provider: no instance %s (deleted, or created by another state dir)", id)
+	}
+	return m, err
+}
+
+// ConnectInfo returns the SSH address, host key and client key of an
+// instance.
+func (p *Provider) ConnectInfo(ctx context.Context, id string) (provider.ConnectInfo, error) {
+	m, err := p.existing(id)
+	if err != nil {
+		return provider.ConnectInfo{}, err
+	}
+	return provider.ConnectInfo{
+		ID: id, Addr: m.Addr, Username: "root", HostKey: m.HostKey,
+		PrivateKey: append([]byte(nil), p.clientPEM...),
+		OS:         "linux", Arch: runtime.GOARCH,
+	}, nil
+}
+
+// Heartbeat completes an SSH handshake with the instance, checking its host
+// key, and fails for instances that are not running.
+func (p *Provider) Heartbeat(ctx context.Context, id string) error {
+	m, err := p.existing(id)
+	if err != nil {
+		return err
+	}
+	if m.State != wantRunning {
+		return fmt.Errorf("local provider: instance %s is %s", id, m.State)
+	}
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(m.HostKey))
+	if err != nil {
+		return fmt.Errorf("local provider: host key of %s: %w", id, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", m.Addr)
+	if err != nil {
+		return fmt.Errorf("local provider: heartbeat %s: %w", id, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(c, m.Addr, &ssh.ClientConfig{
+		User:            "root",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(p.signer)},
+		HostKeyCallback: ssh.FixedHostKey(hostKey),
+	})
+	if err != nil {
+		return fmt.Errorf("local provider: heartbeat %s: SSH handshake: %w", id, err)
+	}
+	go ssh.DiscardRequests(reqs)
+	go func() {
+		for nc := range chans {
+			nc.Reject(ssh.Prohibited, "no")
+		}
+	}()
+	return sc.Close()
+}
+
+// Shutdown does nothing: instances keep running and a later Init on the same
+// state directory adopts them.
+func (p *Provider) Shutdown(ctx context.Context) error { return nil }
+
+var _ provider.Suspender = (*Provider)(nil)

@@ -1,0 +1,146 @@
+package local
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Desired states kept in meta.json. What Update reports is derived from
+// these and from what the process and its ready marker show.
+const (
+	wantRunning   = "running"
+	wantSuspended = "suspended"
+	wantDeleting  = "deleting"
+)
+
+// meta is an instance's meta.json. It holds everything a later berth process
+// needs to adopt the instance.
+type meta struct {
+	ID string `json:"id"`
+	// State is the desired state: running, suspended or deleting.
+	State string `json:"state"`
+	// Boot is what Update reports while a started sandbox is not yet
+	// serving: "creating" for a new one, "resuming" after Resume.
+	Boot string `json:"boot,omitempty"`
+	// PID and StartTime (field 22 of /proc/PID/stat) identify the sandbox's
+	// init process; the start time guards against PID reuse. PID is 0 while
+	// no sandbox process is meant to exist.
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	// Addr is the host loopback address of the SSH server.
+	Addr string `json:"addr"`
+	// HostKey is the instance's SSH host public key, authorized_keys format.
+	HostKey string `json:"host_key"`
+	// Cgroup is the instance's cgroup v2 directory, empty when none.
+	Cgroup    string    `json:"cgroup,omitempty"`
+	Network   string    `json:"network"`
+	UserNS    bool      `json:"userns"`
+	CreatedAt time.Time `json:"created_at"`
+	// StartedAt is when the current sandbox process was started; boot
+	// timeouts count from here.
+	StartedAt time.Time `json:"started_at"`
+}
+
+// sandboxConfig is what the sandbox process reads from its directory at start.
+type sandboxConfig struct {
+	ID            string   `json:"id"`
+	Network       string   `json:"network"`
+	AuthorizedKey string   `json:"authorized_key"`
+	Hide          []string `json:"hide,omitempty"`
+	Probe         bool     `json:"probe,omitempty"`
+}
+
+// Files in an instance directory.
+const (
+	metaFile    = "meta.json"
+	configFile  = "sandbox.json"
+	hostKeyFile = "host_key"
+	readyFile   = "ready"
+	pidFile     = "sandbox.pid"
+	logFile     = "sandbox.log"
+	diskDir     = "disk"
+	tmpDir      = "tmp"
+	rootDir     = "root"
+)
+
+// writeJSON writes v to path atomically (temp file + rename), so readers
+// never see a half-written file even when berth dies mid-write.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readMeta(dir string) (*meta, error) {
+	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if err != nil {
+		return nil, err
+	}
+	var m meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("parse %s: %w (remove the instance directory by hand if it is corrupt)", filepath.Join(dir, metaFile), err)
+	}
+	return &m, nil
+}
+
+// procStat returns the state letter and start time of a process from
+// /proc/PID/stat.
+func procStat(pid int) (state byte, start uint64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) may contain spaces and parentheses; the
+	// fields after the last ')' are fixed.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], start, err
+}
+
+// alive reports whether the process pid with the given start time still
+// runs. Zombies count as dead: they only wait to be reaped.
+func alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	st, s, err := procStat(pid)
+	if err != nil || s != start {
+		return false
+	}
+	return st != 'Z' && st != 'X'
+}
+
+// readPIDFile reads the "PID STARTTIME" line a sandbox writes about itself.
+// It covers the moment between starting a sandbox and recording its PID in
+// meta.json, should berth die exactly then.
+func readPIDFile(dir string) (int, uint64, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return 0, 0, false
+	}
+	var pid int
+	var start uint64
+	if _, err := fmt.Sscan(string(b), &pid, &start); err != nil {
+		return 0, 0, false
+	}
+	return pid, start, true
+}
