@@ -37,7 +37,7 @@ var ErrNotAcquired = errors.New("reservation is not acquired")
 var ErrSuspendUnsupported = errors.New("the provider cannot suspend instances; use a provider with the suspend capability (local, sim)")
 
 // ErrUnknownEnv is returned by Resume for a key that names no environment.
-var ErrUnknownEnv = errors.New("no suspended environment with this key")
+var ErrUnknownEnv = errors.New("no suspended environment with this key: it expired (environment_ttl), was used by a job that did not park it again, or never existed; submit without --resume to start fresh")
 
 // EnvLostError is returned by Resume when the environment's instance is gone.
 type EnvLostError struct {
