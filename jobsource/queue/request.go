@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/berth-ci/berth/executor"
 	"io"
 	"net/http"
 	"sort"
@@ -112,7 +113,7 @@ func Validate(req api.JobRequest) (jobsource.Spec, error) {
 	}
 	names := make([]string, 0, len(req.Env))
 	for k, v := range req.Env {
-		if !validEnvName(k) {
+		if !executor.ValidEnvName(k) {
 			return jobsource.Spec{}, badRequest("env name %q is not a shell identifier: use letters, digits and _, not starting with a digit", k)
 		}
 		if strings.IndexByte(v, 0) >= 0 {
@@ -166,21 +167,4 @@ func parseTimeout(s string) (time.Duration, error) {
 		return 0, badRequest("timeout %q is longer than the maximum of %s: split the job or use a shorter timeout", s, MaxTimeout)
 	}
 	return d, nil
-}
-
-// validEnvName reports whether name is a POSIX shell identifier, the only
-// names the executor can export.
-func validEnvName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i, c := range name {
-		switch {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
