@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/berth-ci/berth/executor"
 	"io"
 	"net/http"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/jobsource"
 )
 
