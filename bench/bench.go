@@ -1,0 +1,575 @@
+// Package bench replays a job trace through berth's real core (package
+// scaler) and the simulated cloud (provider/sim) on virtual time, and
+// through faithful models of the autoscalers berth replaces, so that their
+// waits, costs and failures can be compared on the same workload.
+//
+// The replay is a discrete-event simulation driven from one goroutine, as
+// the core itself wants (one owner). Its events are job arrivals, job
+// completions, state changes of the simulated cloud (sim.NextEventTime),
+// the periodic provider listing (Update, then Observe), the core's periodic
+// Tick, and acquire timeouts. The clock jumps from one event to the next,
+// so a week of trace takes seconds.
+//
+// Every job lives the same way under every policy: it arrives, waits in a
+// FIFO queue until the policy gives it a slot, runs for its duration and
+// gives the slot back. Under berth a job leaves the queue only against a
+// booking (Reserve), and a job that cannot be booked simply waits.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/berth-ci/berth/provider/sim"
+)
+
+// Policy names, as given to --policy.
+const (
+	// PolicyBerth is the real core: bookings before jobs, one consistent
+	// scaling view.
+	PolicyBerth = "berth"
+	// PolicyNaiveIdle models docker+machine's IdleCount loop; see naiveDriver.
+	PolicyNaiveIdle = "naive-idle"
+	// PolicyLateAcquire models GitLab's instance executor before bookings;
+	// see coreDriver.
+	PolicyLateAcquire = "late-acquire"
+	// PolicyStatic is a fixed pool; see staticDriver.
+	PolicyStatic = "static"
+)
+
+// Policies lists the policies Run accepts.
+var Policies = []string{PolicyBerth, PolicyNaiveIdle, PolicyLateAcquire, PolicyStatic}
+
+// Config is one replay's settings. Durations and counts mean what they
+// say, zero included (no boot time, no listing lag, no idle pool); only
+// fields where zero makes no sense get a default. DefaultConfig has the
+// defaults of `berth bench`.
+type Config struct {
+	// Policy is one of Policies (default berth).
+	Policy string
+	// BootTime is how long a new instance takes to run; BootJitter adds a
+	// random 0..BootJitter per instance.
+	BootTime   time.Duration
+	BootJitter time.Duration
+	// ListingLag is how long a new instance stays missing from listings.
+	ListingLag time.Duration
+	// CapacityPerInstance is slots per instance (default 1).
+	CapacityPerInstance int
+	// MaxInstances bounds the fleet (default 10, as in berth's config).
+	MaxInstances int
+	// IdleCount, IdleTime, ScaleFactor and ScaleFactorLimit are the pool
+	// policy, in slots (DESIGN.md "Scaling").
+	IdleCount        int
+	IdleTime         time.Duration
+	ScaleFactor      float64
+	ScaleFactorLimit int
+	// Preemptive books only idle slots on ready instances; otherwise
+	// (on-demand) a booking starts provisioning.
+	Preemptive bool
+	// StaticInstances is the pool size of the static policy.
+	StaticInstances int
+	// AcquireTimeout is how long a taken job may wait for its instance
+	// before it fails (default 15m, instance_acquire_timeout).
+	AcquireTimeout time.Duration
+	// Seed seeds the simulated cloud.
+	Seed uint64
+
+	// PollInterval is how often the provider is listed (Update + Observe;
+	// default 5s). TickInterval is how often the core's Tick runs (default
+	// 5s). CheckInterval is naive-idle's IdleCount loop (default 10s, as
+	// docker+machine's check loop).
+	PollInterval  time.Duration
+	TickInterval  time.Duration
+	CheckInterval time.Duration
+
+	// Cloud adds misbehaviour to the simulated cloud (fail rates, quota,
+	// delete latency, ...). Its BootTime, BootJitter, ListingLag and Seed
+	// are overridden by the fields above.
+	Cloud sim.Config
+
+	// Progress, if set, is called now and then with the jobs finished so
+	// far and the total, for a progress bar.
+	Progress func(finished, total int)
+}
+
+// DefaultConfig returns the defaults of `berth bench`: boot time 60s,
+// listing lag 10s, one slot per instance, max_instances 10, idle_count 0
+// with idle_time 20m, on-demand, acquire timeout 15m.
+func DefaultConfig() Config {
+	c := Config{
+		Policy:     PolicyBerth,
+		BootTime:   60 * time.Second,
+		ListingLag: 10 * time.Second,
+		IdleTime:   20 * time.Minute,
+	}
+	c.setDefaults()
+	return c
+}
+
+func (c *Config) setDefaults() {
+	if c.Policy == "" {
+		c.Policy = PolicyBerth
+	}
+	if c.CapacityPerInstance < 1 {
+		c.CapacityPerInstance = 1
+	}
+	if c.MaxInstances < 1 {
+		c.MaxInstances = 10
+	}
+	if c.AcquireTimeout <= 0 {
+		c.AcquireTimeout = 15 * time.Minute
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 5 * time.Second
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 5 * time.Second
+	}
+	if c.CheckInterval <= 0 {
+		c.CheckInterval = 10 * time.Second
+	}
+}
+
+func (c *Config) validate() error {
+	switch c.Policy {
+	case PolicyBerth, PolicyNaiveIdle, PolicyLateAcquire:
+	case PolicyStatic:
+		if c.StaticInstances < 1 {
+			return errors.New("policy static needs --static-instances N (1 or more)")
+		}
+	default:
+		return fmt.Errorf("unknown policy %q; choose one of %v", c.Policy, Policies)
+	}
+	if c.IdleCount < 0 || c.ScaleFactor < 0 || c.ScaleFactorLimit < 0 || c.IdleTime < 0 {
+		return errors.New("idle count, idle time, scale factor and its limit must not be negative")
+	}
+	if c.BootTime < 0 || c.BootJitter < 0 || c.ListingLag < 0 {
+		return errors.New("boot time, boot jitter and listing lag must not be negative")
+	}
+	return nil
+}
+
+// Result is what a replay measured. JSON names are those of `berth bench
+// --json`; *_s fields are seconds.
+type Result struct {
+	// The run's parameters, for context.
+	Policy              string  `json:"policy"`
+	Trace               string  `json:"trace,omitempty"`
+	FromS               float64 `json:"from_s"`
+	Hours               float64 `json:"hours"`
+	MaxDurationS        float64 `json:"max_duration_s"`
+	BootTimeS           float64 `json:"boot_time_s"`
+	BootJitterS         float64 `json:"boot_jitter_s"`
+	ListingLagS         float64 `json:"listing_lag_s"`
+	CapacityPerInstance int     `json:"capacity_per_instance"`
+	MaxInstances        int     `json:"max_instances"`
+	IdleCount           int     `json:"idle_count"`
+	IdleTimeS           float64 `json:"idle_time_s"`
+	ScaleFactor         float64 `json:"scale_factor"`
+	ScaleFactorLimit    int     `json:"scale_factor_limit"`
+	Preemptive          bool    `json:"preemptive"`
+	StaticInstances     int     `json:"static_instances,omitempty"`
+	AcquireTimeoutS     float64 `json:"acquire_timeout_s"`
+	Seed                uint64  `json:"seed"`
+
+	// Jobs is the number of jobs replayed; Completed ran to the end.
+	Jobs      int `json:"jobs"`
+	Completed int `json:"completed"`
+	// FailedCapacity counts jobs that failed because of capacity
+	// accounting: taken without a slot that then never came (DESIGN.md
+	// failure 1). berth must keep it at 0.
+	FailedCapacity int `json:"failed_capacity"`
+	// FailedProvider counts jobs that failed because the provider could
+	// not deliver: instance lost, or never ready after provider errors.
+	FailedProvider int `json:"failed_provider"`
+	// Wait is start − arrival over the jobs that started.
+	WaitP50S float64 `json:"wait_p50_s"`
+	WaitP95S float64 `json:"wait_p95_s"`
+	WaitP99S float64 `json:"wait_p99_s"`
+	WaitMaxS float64 `json:"wait_max_s"`
+	// InstanceSeconds is what the simulated cloud billed, from each
+	// Increase to each deletion, up to the end of the replay.
+	InstanceSeconds float64 `json:"instance_seconds"`
+	// BusySlotSeconds is the total run time of jobs.
+	BusySlotSeconds float64 `json:"busy_slot_seconds"`
+	// Utilization is BusySlotSeconds / (InstanceSeconds × capacity).
+	Utilization float64 `json:"utilization"`
+	// PeakInstances is the most instances alive in the cloud at once,
+	// including unlisted and deleting ones.
+	PeakInstances int `json:"peak_instances"`
+	// MaxInstancesExceeded counts sampled moments (one per event) with
+	// more instances alive than MaxInstances.
+	MaxInstancesExceeded int `json:"max_instances_exceeded"`
+	InstancesCreated     int `json:"instances_created"`
+	InstancesDeleted     int `json:"instances_deleted"`
+	// ProviderCalls counts every call to the cloud (Update, Increase,
+	// Decrease, ...).
+	ProviderCalls int `json:"provider_calls"`
+	// VirtualSeconds is how much simulated time the replay covered.
+	VirtualSeconds float64 `json:"virtual_seconds"`
+	// WallSeconds is how long the replay took for real.
+	WallSeconds float64 `json:"wall_seconds"`
+	// FailureReasons counts failed jobs by the message their executor
+	// would have shown.
+	FailureReasons map[string]int `json:"failure_reasons,omitempty"`
+}
+
+// Run replays jobs (sorted by arrival) from start under cfg. The clock
+// starts at start (use the window start from Window, or the first arrival)
+// and the replay ends when the last job has finished.
+func Run(jobs []Job, start time.Time, cfg Config) (Result, error) {
+	wallStart := time.Now()
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	for i := 1; i < len(jobs); i++ {
+		if jobs[i].Arrival.Before(jobs[i-1].Arrival) {
+			return Result{}, fmt.Errorf("jobs must be sorted by arrival: job %d arrives before job %d", i, i-1)
+		}
+	}
+	if len(jobs) > 0 && jobs[0].Arrival.Before(start) {
+		start = jobs[0].Arrival
+	}
+	r := newRunner(jobs, start, cfg)
+	var d driver
+	switch cfg.Policy {
+	case PolicyBerth:
+		d = newCoreDriver(r, false)
+	case PolicyLateAcquire:
+		d = newCoreDriver(r, true)
+	case PolicyNaiveIdle:
+		d = newNaiveDriver(r)
+	case PolicyStatic:
+		d = newStaticDriver(r)
+	}
+	if err := r.loop(d); err != nil {
+		return Result{}, err
+	}
+	res := r.result()
+	res.WallSeconds = time.Since(wallStart).Seconds()
+	return res, nil
+}
+
+// driver is one policy's way of handing slots to jobs.
+type driver interface {
+	// start runs at the first instant, before any job arrives.
+	start() error
+	// nextTimer is the driver's next own event (poll, tick, check,
+	// timeout); the zero time when it has none.
+	nextTimer() time.Time
+	// release gives back the slot of job j, which just finished.
+	release(j int) error
+	// step handles everything due at the runner's clock and hands slots to
+	// queued jobs.
+	step() error
+}
+
+type jobStatus uint8
+
+const (
+	stFuture  jobStatus = iota // not arrived
+	stQueued                   // in the runner's FIFO queue
+	stTaken                    // late-acquire: taken after a capacity check, not booked
+	stBooked                   // booked, waiting for its instance
+	stRunning                  // running on a slot
+	stDone                     // ran to the end
+	stFailed                   // failed
+)
+
+// runner holds what every policy shares: the clock, the cloud, the jobs
+// and the measurements.
+type runner struct {
+	cfg   Config
+	ctx   context.Context
+	now   time.Time
+	start time.Time
+	cloud *sim.Group
+	jobs  []Job
+
+	status []jobStatus
+	began  []time.Time // start of run
+	next   int         // next job to arrive
+	queue  fifo        // arrived, not yet given to the policy
+	ends   endHeap     // running jobs by end time
+	left   int         // jobs not finished
+
+	waits          []float64
+	busy           time.Duration
+	completed      int
+	failedCapacity int
+	failedProvider int
+	reasons        map[string]int
+	peak           int
+	exceeded       int
+}
+
+func newRunner(jobs []Job, start time.Time, cfg Config) *runner {
+	r := &runner{
+		cfg:     cfg,
+		ctx:     context.Background(),
+		now:     start,
+		start:   start,
+		jobs:    jobs,
+		status:  make([]jobStatus, len(jobs)),
+		began:   make([]time.Time, len(jobs)),
+		left:    len(jobs),
+		waits:   make([]float64, 0, len(jobs)),
+		reasons: map[string]int{},
+	}
+	cc := cfg.Cloud
+	cc.BootTime, cc.BootJitter, cc.ListingLag, cc.Seed = cfg.BootTime, cfg.BootJitter, cfg.ListingLag, cfg.Seed
+	r.cloud = sim.New(cc, func() time.Time { return r.now })
+	return r
+}
+
+// loop is the discrete-event loop: jump to the earliest event, apply
+// completions, then arrivals, then the driver's own work, then sample.
+func (r *runner) loop(d driver) error {
+	if err := d.start(); err != nil {
+		return err
+	}
+	r.sample()
+	// A replay that makes no progress for this long is stuck (a policy
+	// that can never give a slot); better an error than an endless loop.
+	const stuckAfter = 30 * 24 * time.Hour
+	lastProgress := r.now
+	iter := 0
+	for r.left > 0 {
+		t := time.Time{}
+		consider := func(c time.Time) {
+			if !c.IsZero() && (t.IsZero() || c.Before(t)) {
+				t = c
+			}
+		}
+		if r.next < len(r.jobs) {
+			consider(r.jobs[r.next].Arrival)
+		}
+		if len(r.ends) > 0 {
+			consider(r.ends[0].at)
+		}
+		consider(r.cloud.NextEventTime())
+		consider(d.nextTimer())
+		if t.IsZero() {
+			return fmt.Errorf("replay stuck at %s: %d jobs left and nothing scheduled (policy %s)", r.now.Format(time.RFC3339), r.left, r.cfg.Policy)
+		}
+		if t.After(r.now) {
+			r.now = t
+		}
+		left := r.left
+		for len(r.ends) > 0 && !r.ends[0].at.After(r.now) {
+			j := r.ends.pop().job
+			if r.status[j] != stRunning {
+				continue // lost while running; already counted
+			}
+			r.status[j] = stDone
+			r.completed++
+			r.left--
+			r.busy += r.jobs[j].Duration
+			if err := d.release(j); err != nil {
+				return err
+			}
+		}
+		for r.next < len(r.jobs) && !r.jobs[r.next].Arrival.After(r.now) {
+			r.status[r.next] = stQueued
+			r.queue.push(r.next)
+			r.next++
+		}
+		if err := d.step(); err != nil {
+			return err
+		}
+		r.sample()
+		if r.left != left || r.queue.len() == 0 {
+			lastProgress = r.now
+		} else if r.now.Sub(lastProgress) > stuckAfter {
+			return fmt.Errorf("replay stuck at %s: %d jobs left and none finished for %s (policy %s)", r.now.Format(time.RFC3339), r.left, stuckAfter, r.cfg.Policy)
+		}
+		iter++
+		if r.cfg.Progress != nil && iter%4096 == 0 {
+			r.cfg.Progress(len(r.jobs)-r.left, len(r.jobs))
+		}
+	}
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(len(r.jobs), len(r.jobs))
+	}
+	return nil
+}
+
+// sample records the cloud's size at this event (DESIGN.md I3).
+func (r *runner) sample() {
+	live := r.cloud.Live()
+	r.peak = max(r.peak, live)
+	if live > r.cfg.MaxInstances {
+		r.exceeded++
+	}
+}
+
+// run starts job j on a slot now.
+func (r *runner) run(j int) {
+	r.status[j] = stRunning
+	r.began[j] = r.now
+	r.waits = append(r.waits, r.now.Sub(r.jobs[j].Arrival).Seconds())
+	r.ends.push(endAt{at: r.now.Add(r.jobs[j].Duration), job: j})
+}
+
+// fail ends job j with a failure. capacity says whose fault it was.
+func (r *runner) fail(j int, capacity bool, reason string) {
+	if r.status[j] == stRunning {
+		r.busy += r.now.Sub(r.began[j]) // it ran until its instance went
+	}
+	r.status[j] = stFailed
+	r.left--
+	if capacity {
+		r.failedCapacity++
+	} else {
+		r.failedProvider++
+	}
+	r.reasons[reason]++
+}
+
+func (r *runner) result() Result {
+	c := r.cfg
+	res := Result{
+		Policy:              c.Policy,
+		BootTimeS:           c.BootTime.Seconds(),
+		BootJitterS:         c.BootJitter.Seconds(),
+		ListingLagS:         c.ListingLag.Seconds(),
+		CapacityPerInstance: c.CapacityPerInstance,
+		MaxInstances:        c.MaxInstances,
+		IdleCount:           c.IdleCount,
+		IdleTimeS:           c.IdleTime.Seconds(),
+		ScaleFactor:         c.ScaleFactor,
+		ScaleFactorLimit:    c.ScaleFactorLimit,
+		Preemptive:          c.Preemptive,
+		AcquireTimeoutS:     c.AcquireTimeout.Seconds(),
+		Seed:                c.Seed,
+
+		Jobs:                 len(r.jobs),
+		Completed:            r.completed,
+		FailedCapacity:       r.failedCapacity,
+		FailedProvider:       r.failedProvider,
+		BusySlotSeconds:      r.busy.Seconds(),
+		PeakInstances:        r.peak,
+		MaxInstancesExceeded: r.exceeded,
+		VirtualSeconds:       r.now.Sub(r.start).Seconds(),
+	}
+	if c.Policy == PolicyStatic {
+		res.StaticInstances = c.StaticInstances
+	}
+	sort.Float64s(r.waits)
+	res.WaitP50S = percentile(r.waits, 50)
+	res.WaitP95S = percentile(r.waits, 95)
+	res.WaitP99S = percentile(r.waits, 99)
+	if n := len(r.waits); n > 0 {
+		res.WaitMaxS = r.waits[n-1]
+	}
+	st := r.cloud.Stats()
+	res.InstanceSeconds = r.cloud.BilledSeconds(r.now)
+	res.InstancesCreated = st.Created
+	res.InstancesDeleted = st.Deleted
+	res.PeakInstances = max(res.PeakInstances, st.Peak)
+	k := st.Calls
+	res.ProviderCalls = k.Increase + k.Decrease + k.Update + k.Suspend + k.Resume + k.Heartbeat + k.ConnectInfo
+	if res.InstanceSeconds > 0 {
+		res.Utilization = res.BusySlotSeconds / (res.InstanceSeconds * float64(c.CapacityPerInstance))
+	}
+	if len(r.reasons) > 0 {
+		res.FailureReasons = r.reasons
+	}
+	return res
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// fifo is a queue of job indices.
+type fifo struct {
+	items []int
+	head  int
+}
+
+func (q *fifo) push(j int) { q.items = append(q.items, j) }
+func (q *fifo) len() int   { return len(q.items) - q.head }
+func (q *fifo) peek() int  { return q.items[q.head] }
+func (q *fifo) at(i int) int {
+	return q.items[q.head+i]
+}
+
+func (q *fifo) pop() int {
+	j := q.items[q.head]
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	} else if q.head > 4096 && q.head*2 > len(q.items) {
+		q.items = append(q.items[:0], q.items[q.head:]...)
+		q.head = 0
+	}
+	return j
+}
+
+// endAt is a running job's end.
+type endAt struct {
+	at  time.Time
+	job int
+}
+
+// endHeap is a min-heap of job ends; ties end in job order, so replays are
+// deterministic.
+type endHeap []endAt
+
+func (h endHeap) less(i, j int) bool {
+	if h[i].at.Equal(h[j].at) {
+		return h[i].job < h[j].job
+	}
+	return h[i].at.Before(h[j].at)
+}
+
+func (h *endHeap) push(e endAt) {
+	*h = append(*h, e)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *endHeap) pop() endAt {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if rr := l + 1; rr < n && s.less(rr, l) {
+			m = rr
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
