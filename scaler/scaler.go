@@ -442,8 +442,9 @@ func (s *Scaler) Reserve(key string) error {
 		s.bind(r, s.free[len(s.free)-1])
 	} else {
 		s.enqueue(r, false)
-		s.scaleUp()
 	}
+	// Taking an idle slot lowers the idle pool: refill it in the same decision.
+	s.scaleUp()
 	s.dirty = true
 	return nil
 }
