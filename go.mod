@@ -12,6 +12,7 @@ require (
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/time v0.16.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (
