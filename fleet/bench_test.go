@@ -19,7 +19,7 @@ import (
 // over 2,500 ready instances of 4 slots, from many goroutines.
 func BenchmarkFleetReserveAcquireRelease(b *testing.B) {
 	cfg := scaler.Config{CapacityPerInstance: 4, MaxInstances: 2500,
-		Policies: scaler.FixedPolicy(policy.Policy{IdleCount: 10000, IdleTime: time.Hour, Preemptive: true}),
+		Policies:      scaler.FixedPolicy(policy.Policy{IdleCount: 10000, IdleTime: time.Hour, Preemptive: true}),
 		ThrottleLimit: 1e6, ThrottleBurst: 10000}
 	group := sim.New(sim.Config{}, time.Now)
 	f := New(scaler.New(cfg, time.Now()), Options{Provider: group, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
