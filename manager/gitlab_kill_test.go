@@ -3,14 +3,12 @@ package manager
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berth-ci/berth/internal/gitlabfake"
+	"github.com/berth-ci/berth/internal/sandboxtest"
 )
 
 func TestGitLabInstanceKilledMidJobIsARunnerSystemFailure(t *testing.T) {
@@ -39,7 +37,7 @@ check_interval = "100ms"
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := killSandboxProcesses(inst); n == 0 {
+	if n := sandboxtest.Kill(m.cfg.StateDir, inst); n == 0 {
 		t.Fatalf("no process of sandbox %s found to kill", inst)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -54,29 +52,4 @@ check_interval = "100ms"
 	if !strings.Contains(j.Trace(), inst) {
 		t.Errorf("the trace does not name the lost instance %s:\n%s", inst, j.Trace())
 	}
-}
-
-// killSandboxProcesses kills every process of a local sandbox, found by the
-// marker in its environment, as a crashed VM would vanish.
-func killSandboxProcesses(id string) int {
-	killed := 0
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if strings.HasPrefix(kv, "BERTH_LOCAL_SANDBOX=") && filepath.Base(kv) == id {
-				if syscall.Kill(pid, syscall.SIGKILL) == nil {
-					killed++
-				}
-			}
-		}
-	}
-	return killed
 }

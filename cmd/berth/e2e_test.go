@@ -6,13 +6,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/sandboxtest"
 	"github.com/berth-ci/berth/jobsource/queue"
 )
 
@@ -140,15 +141,7 @@ func TestJobResults(t *testing.T) {
 // killSandbox kills an instance's processes from outside, as a crashed VM.
 func killSandbox(t *testing.T, d *daemon, id string) {
 	t.Helper()
-	killed := 0
-	for pid, inst := range sandboxProcesses(d) {
-		if inst == id {
-			if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
-				killed++
-			}
-		}
-	}
-	if killed == 0 {
+	if sandboxtest.Kill(filepath.Join(d.dir, "state"), id) == 0 {
 		t.Fatalf("found no process of sandbox %s to kill", id)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/sandboxtest"
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/provider/local"
 )
@@ -283,27 +284,7 @@ func sandboxDirs(t *testing.T, d *daemon) []string {
 	return names
 }
 
-// sandboxProcesses maps the PIDs of sandbox processes started from this
-// daemon's state directory to their instance IDs, read from /proc: it sees
-// sandboxes whatever berth believes.
+// sandboxProcesses maps the PIDs of this daemon's sandbox processes to their instance IDs.
 func sandboxProcesses(d *daemon) map[int]string {
-	prefix := "BERTH_LOCAL_SANDBOX=" + filepath.Join(d.dir, "state") + "/"
-	procs := map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if strings.HasPrefix(kv, prefix) {
-				procs[pid] = filepath.Base(kv)
-			}
-		}
-	}
-	return procs
+	return sandboxtest.Processes(filepath.Join(d.dir, "state"))
 }
