@@ -17,6 +17,7 @@
 package bench
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -523,53 +524,27 @@ type endAt struct {
 	job int
 }
 
-// endHeap is a min-heap of job ends; ties end in job order, so replays are
-// deterministic.
+// endHeap is a min-heap (container/heap) of job ends; ties end in job
+// order, so replays are deterministic.
 type endHeap []endAt
 
-func (h endHeap) less(i, j int) bool {
+func (h endHeap) Len() int      { return len(h) }
+func (h endHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h endHeap) Less(i, j int) bool {
 	if h[i].at.Equal(h[j].at) {
 		return h[i].job < h[j].job
 	}
 	return h[i].at.Before(h[j].at)
 }
 
-func (h *endHeap) push(e endAt) {
-	*h = append(*h, e)
-	s := *h
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !s.less(i, p) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
+// Push and Pop are for container/heap; use push and pop.
+func (h *endHeap) Push(x any) { *h = append(*h, x.(endAt)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }
 
-func (h *endHeap) pop() endAt {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if rr := l + 1; rr < n && s.less(rr, l) {
-			m = rr
-		}
-		if !s.less(m, i) {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
-}
+func (h *endHeap) push(e endAt) { heap.Push(h, e) }
+func (h *endHeap) pop() endAt   { return heap.Pop(h).(endAt) }

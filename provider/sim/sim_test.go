@@ -721,7 +721,7 @@ func checkInvariants(t *testing.T, g *Group) {
 		if in.hidx != i {
 			t.Fatalf("heap index of %s is %d, stored at %d", in.id, in.hidx, i)
 		}
-		if i > 0 && g.events.less(i, (i-1)/2) {
+		if i > 0 && g.events.Less(i, (i-1)/2) {
 			t.Fatalf("heap order broken at %d", i)
 		}
 	}
