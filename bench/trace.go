@@ -73,6 +73,25 @@ func parseSeconds(b []byte) (time.Duration, error) {
 	return time.Duration(f * float64(time.Second)), nil
 }
 
+// WriteTrace writes jobs in the CSV shape ReadTrace reads: the header
+// "arrival_unix_s,duration_s", then one job per line in whole seconds (a
+// duration under a second is written with its fraction).
+func WriteTrace(w io.Writer, jobs []Job) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("arrival_unix_s,duration_s\n")
+	for _, j := range jobs {
+		bw.WriteString(strconv.FormatInt(j.Arrival.Unix(), 10))
+		bw.WriteByte(',')
+		if j.Duration%time.Second == 0 {
+			bw.WriteString(strconv.FormatInt(int64(j.Duration/time.Second), 10))
+		} else {
+			bw.WriteString(strconv.FormatFloat(j.Duration.Seconds(), 'f', -1, 64))
+		}
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
+
 // LoadTrace reads a trace file; see ReadTrace.
 func LoadTrace(path string) ([]Job, error) {
 	f, err := os.Open(path)
