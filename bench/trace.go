@@ -19,7 +19,7 @@ type Job struct {
 	Duration time.Duration
 }
 
-// ReadTrace parses a trace in the shared CSV shape: an optional header
+// ReadTrace parses a trace in bench's CSV shape (docs/bench.md): an optional header
 // line "arrival_unix_s,duration_s", then one job per line as integer (or
 // decimal) seconds. Jobs are returned sorted by arrival; the sort is
 // stable, so jobs arriving in the same second keep their order in the file.
@@ -96,7 +96,7 @@ func WriteTrace(w io.Writer, jobs []Job) error {
 func LoadTrace(path string) ([]Job, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open trace: %w (traces live in the shared folder beside the repository, e.g. ../shared/traces/travis_2020-10-05_7d_jobs.csv)", err)
+		return nil, fmt.Errorf("open trace: %w (docs/bench.md says how to get public traces or convert your own CI history with berth bench convert)", err)
 	}
 	defer f.Close()
 	jobs, err := ReadTrace(f)

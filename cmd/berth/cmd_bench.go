@@ -39,12 +39,13 @@ job that cannot be booked waits in a queue, it does not fail.
 (docker+machine's IdleCount loop), late-acquire (GitLab's instance executor
 before bookings: capacity checked, job taken, instance acquired afterwards) or
 static (a fixed pool of --static-instances).`,
-		Example: `  berth bench --trace ../shared/traces/travis_2020-10-05_7d_jobs.csv --boot-time 60s --idle-count 5 --max-instances 300 --json
-  berth bench --trace ../shared/traces/google2011_2011-05-16_7d_jobs.csv --max-duration 3h --max-instances 1000 --policy naive-idle`,
+		Example: `  berth bench --trace bench/testdata/google2011_2011-05-16T21Z_4h_jobs.csv --max-duration 1h --idle-count 5 --max-instances 200
+  berth bench --trace "$BERTH_TRACES/google2011_2011-05-16_7d_jobs.csv" --max-duration 3h --max-instances 300 --policy naive-idle --json
+  berth bench convert gitlab jobs.json -o my-ci.csv   # docs/bench.md: get traces, export your CI`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if trace == "" {
-				return errors.New("--trace FILE is required (CSV with header arrival_unix_s,duration_s, e.g. ../shared/traces/travis_2020-10-05_7d_jobs.csv)")
+				return errors.New("--trace FILE is required: a CSV with header arrival_unix_s,duration_s, e.g. bench/testdata/google2011_2011-05-16T21Z_4h_jobs.csv in the source tree; docs/bench.md says how to get whole traces or export your own CI history (berth bench convert)")
 			}
 			if from < 0 || hours < 0 || maxDuration < 0 {
 				return errors.New("--from, --hours and --max-duration must not be negative")
@@ -101,6 +102,7 @@ static (a fixed pool of --static-instances).`,
 	f.DurationVar(&cfg.AcquireTimeout, "acquire-timeout", def.AcquireTimeout, "how long a taken job may wait for its instance")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the simulated cloud")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.AddCommand(newBenchConvertCmd())
 	return cmd
 }
 
