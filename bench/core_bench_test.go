@@ -163,7 +163,7 @@ func BenchmarkObserve(b *testing.B) {
 // max 300 (`berth bench --trace ... --idle-count 5 --max-instances 300`);
 // run it with -cpuprofile to see where a replay spends its time.
 func BenchmarkReplayTravisWeek(b *testing.B) {
-	jobs := loadTrace(b, travisTrace)
+	jobs := fullTrace(b, travisTrace)
 	cfg := cfgFor(PolicyBerth, 300, 5)
 	for b.Loop() {
 		if _, err := Run(jobs, jobs[0].Arrival, cfg); err != nil {
