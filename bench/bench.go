@@ -63,7 +63,7 @@ type Config struct {
 	// MaxInstances bounds the fleet (default 10, as in berth's config).
 	MaxInstances int
 	// IdleCount, IdleTime, ScaleFactor and ScaleFactorLimit are the pool
-	// policy, in slots (DESIGN.md "Scaling").
+	// policy, in slots (docs/semantics.md, "Scaling").
 	IdleCount        int
 	IdleTime         time.Duration
 	ScaleFactor      float64
@@ -181,7 +181,7 @@ type Result struct {
 	Jobs      int `json:"jobs"`
 	Completed int `json:"completed"`
 	// FailedCapacity counts jobs that failed because of capacity
-	// accounting: taken without a slot that then never came (DESIGN.md
+	// accounting: taken without a slot that then never came (docs/failures.md,
 	// failure 1). berth must keep it at 0.
 	FailedCapacity int `json:"failed_capacity"`
 	// FailedProvider counts jobs that failed because the provider could
@@ -400,7 +400,7 @@ func (r *runner) loop(d driver) error {
 	return nil
 }
 
-// sample records the cloud's size at this event (DESIGN.md I3).
+// sample records the cloud's size at this event (I3, docs/invariants.md).
 func (r *runner) sample() {
 	live := r.cloud.Live()
 	r.peak = max(r.peak, live)

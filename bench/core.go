@@ -20,7 +20,7 @@ import (
 // at the same virtual instant and reported back.
 //
 // With late set it is the late-acquire baseline instead: GitLab Runner's
-// instance executor before bookings existed (DESIGN.md failure 1). There,
+// instance executor before bookings existed (docs/failures.md, failure 1). There,
 // the runner checked capacity without booking it: it asked for a job
 // whenever the acquisitions it could see (running jobs) were below
 // max_instances × capacity_per_instance, so every queued job was taken while

@@ -164,7 +164,7 @@ func (d *staticDriver) step() error {
 	return nil
 }
 
-// naiveDriver models docker+machine's autoscaling (DESIGN.md failure 2),
+// naiveDriver models docker+machine's autoscaling (docs/failures.md, failure 2),
 // with its own machine bookkeeping instead of berth's core:
 //
 //   - Every check interval (10s) its IdleCount loop takes the provider's

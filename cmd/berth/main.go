@@ -1,6 +1,6 @@
 // Command berth runs CI jobs on an autoscaled fleet of instances.
 //
-// See README.md for the quickstart and ../shared/DESIGN.md for the contract.
+// See README.md for the quickstart and docs/ for the contract.
 package main
 
 import (
