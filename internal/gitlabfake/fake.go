@@ -1,6 +1,7 @@
 // Package gitlabfake is a fake GitLab that speaks the runner API v4 the way
-// shared/gitlab-runner-api.md documents it, for tests of berth's GitLab job
-// source and of the manager end to end.
+// GitLab serves it (lib/api/ci/runner.rb in gitlab-org/gitlab) to GitLab
+// Runner, for tests of berth's GitLab job source and of the manager end to
+// end.
 //
 // It is faithful where a runner can tell the difference: status codes,
 // headers (X-GitLab-Last-Update, Range, Job-Status,

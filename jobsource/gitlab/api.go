@@ -15,8 +15,10 @@ import (
 	"time"
 )
 
-// The JSON shapes below mirror the runner API v4 as documented in
-// shared/gitlab-runner-api.md; only the fields a shell job needs are decoded.
+// The JSON shapes below mirror GitLab's runner API v4 (served by
+// lib/api/ci/runner.rb in gitlab-org/gitlab, used by the types in
+// common/network.go of gitlab-org/gitlab-runner); only the fields a shell job
+// needs are decoded.
 
 type featuresInfo struct {
 	Variables             bool `json:"variables"`
