@@ -171,3 +171,16 @@ func BenchmarkReplayTravisWeek(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReplayGoogleSlice replays the in-repo four hours of Google's
+// trace through berth below the limit, so a clone can profile a replay
+// without the full traces.
+func BenchmarkReplayGoogleSlice(b *testing.B) {
+	w := googleWorkload(b)
+	cfg := cfgFor(PolicyBerth, w.roomy, 5)
+	for b.Loop() {
+		if _, err := Run(w.jobs, w.start, cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
