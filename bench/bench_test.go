@@ -37,7 +37,7 @@ func fullTrace(tb testing.TB, name string) []Job {
 			// Whoever sets the variable means to run these tests.
 			tb.Fatalf("BERTH_TRACES=%s has no %s; unset it to skip the full-trace tests", dir, name)
 		}
-		tb.Skipf("skipped: needs the full trace %s, which is not in the repository; set BERTH_TRACES to the folder holding it (docs/bench.md says how to get it); looked in %s", name, dir)
+		tb.Skipf("skipped: needs the full trace %s, which is not in the repository; set BERTH_TRACES to the folder holding it (see docs/bench.md); looked in %s", name, dir)
 	}
 	jobs, err := LoadTrace(path)
 	if err != nil {
