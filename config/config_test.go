@@ -204,7 +204,7 @@ func TestGoodConfigs(t *testing.T) {
 				t.Errorf("%s %s", c.Autoscaler.Provider, c.Autoscaler.ProviderConfig)
 			}
 		}},
-		{"relative state_dir", "state_dir = \"state\"\nlisten = \":9000\"\nlog_level = \"debug\"\njob_timeout = \"2h30m\"\n", func(t *testing.T, c *Config) {
+		{"relative state_dir", "state_dir = \"state\"\nlisten = \":9000\"\ninsecure_listen = true\nlog_level = \"debug\"\njob_timeout = \"2h30m\"\n", func(t *testing.T, c *Config) {
 			want, _ := filepath.Abs("state")
 			if c.StateDir != want || c.Listen != ":9000" || c.JobTimeout != 150*time.Minute {
 				t.Errorf("%+v", c)
