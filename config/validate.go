@@ -329,11 +329,13 @@ func quoteList(list []string) string {
 // insecure_listen = true.
 func (c *Config) checkListenSecurity(k *checker) {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		key, val := "tls_key_file", c.TLSKeyFile
+		// Name the key that is set: its line is the one to look at. Only
+		// the file sets these keys, so its line and text are the ones to show.
+		key := "tls_cert_file"
 		if c.TLSCertFile == "" {
-			key, val = "tls_cert_file", c.TLSCertFile
+			key = "tls_key_file"
 		}
-		k.fail(key, val, "tls_cert_file and tls_key_file go together: set both (PEM certificate and its key) or neither")
+		k.fail(key, nil, "tls_cert_file and tls_key_file go together: set both (PEM certificate and its key) or neither")
 		return
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
