@@ -55,12 +55,24 @@ func EnsureTokenFile(path string) (string, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
+	tok, err = createTokenFile(path)
+	if errors.Is(err, fs.ErrExist) {
+		return ReadTokenFile(path) // another process won the race: use its token
+	}
+	return tok, err
+}
+
+// createTokenFile writes a new token to path, which must not exist (the
+// error then wraps fs.ErrExist). The token goes to a temporary file first,
+// which is then hard-linked to path: link never replaces a file, and
+// readers see either no file or the whole token.
+func createTokenFile(path string) (string, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*") // CreateTemp makes it 0600
 	if err != nil {
 		return "", fmt.Errorf("create API token file %s: %w; pass a writable --state-dir", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	tok = NewToken()
+	tok := NewToken()
 	if _, err := tmp.WriteString(tok + "\n"); err != nil {
 		tmp.Close()
 		return "", fmt.Errorf("write API token file %s: %w", path, err)
@@ -73,9 +85,6 @@ func EnsureTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("write API token file %s: %w", path, err)
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return ReadTokenFile(path) // another process won the race: use its token
-		}
 		return "", fmt.Errorf("create API token file %s: %w", path, err)
 	}
 	return tok, nil
@@ -135,6 +144,48 @@ func ResolveToken(flag, stateDir string) (string, error) {
 	tok, err := ReadTokenFile(TokenPath(stateDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
+	}
+	return tok, err
+}
+
+// SubmitterPath is where submitter name's token lives in stateDir.
+func SubmitterPath(stateDir, name string) string {
+	return filepath.Join(stateDir, TokensDirName, name)
+}
+
+// ValidSubmitterName reports whether name may name a submitter: 1 to 64
+// letters, digits, '.', '_' or '-', not starting with a punctuation mark,
+// and not AdminName.
+func ValidSubmitterName(name string) bool {
+	if name == "" || len(name) > 64 || name == AdminName {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// AddSubmitter creates a token for a new submitter name in stateDir and
+// returns it. It refuses a name that already has one, so a typo cannot
+// silently replace someone's token.
+func AddSubmitter(stateDir, name string) (string, error) {
+	if !ValidSubmitterName(name) {
+		return "", fmt.Errorf("submitter name %q: use 1 to 64 letters, digits, '.', '_' or '-' (not first), and not %q", name, AdminName)
+	}
+	dir := filepath.Join(stateDir, TokensDirName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w; pass the daemon's --state-dir and run as the user that runs `berth run`", dir, err)
+	}
+	path := SubmitterPath(stateDir, name)
+	tok, err := createTokenFile(path)
+	if errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("submitter %s already has a token (%s): remove it first with `berth token remove %s` to replace it", name, path, name)
 	}
 	return tok, err
 }

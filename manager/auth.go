@@ -9,16 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
 	"github.com/berth-ci/berth/api"
 )
-
-// submitterName is what a file in api-tokens/ may be called: it becomes the
-// submitter's name in logs and job listings.
-var submitterName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // tokenHash is a token's SHA-256. Tokens are compared by hash, in constant
 // time, so neither a token's length nor its first wrong byte shows in how
@@ -31,6 +26,10 @@ type credential struct {
 	principal api.Principal
 }
 
+// racyWindow is more than any file system's timestamp granularity (ext4
+// and tmpfs use the kernel's coarse clock, a few milliseconds).
+const racyWindow = time.Second
+
 // authenticator maps bearer tokens to principals (see api.Principal for the
 // model). The admin token is read (or created) once at start; the
 // submitter tokens in api-tokens/ are read again whenever the directory
@@ -41,10 +40,11 @@ type authenticator struct {
 	log       *slog.Logger
 	admin     credential
 
-	mu       sync.Mutex
-	dirMtime time.Time
-	dirFound bool
-	subs     []credential
+	mu        sync.Mutex
+	dirMtime  time.Time
+	scannedAt time.Time
+	dirFound  bool
+	subs      []credential
 }
 
 // newAuthenticator creates <stateDir>/api-token if it is absent and loads
@@ -103,10 +103,14 @@ func (a *authenticator) reloadLocked() {
 		a.log.Warn("cannot read submitter tokens; keeping the ones loaded before", "dir", a.dir, "err", err)
 		return
 	}
-	if a.dirFound && fi.ModTime().Equal(a.dirMtime) {
+	// A change within the file system's timestamp granularity of the last
+	// scan may leave the time as it was ("racy" as git calls it), so the
+	// directory is read again until the scan is clearly later than the
+	// change.
+	if a.dirFound && fi.ModTime().Equal(a.dirMtime) && a.scannedAt.Sub(a.dirMtime) > racyWindow {
 		return
 	}
-	a.dirFound, a.dirMtime = true, fi.ModTime()
+	a.dirFound, a.dirMtime, a.scannedAt = true, fi.ModTime(), time.Now()
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
 		a.log.Error("api-tokens directory is writable by other users, so anyone could add a token: accepting none of its tokens until `chmod go-w` fixes it", "dir", a.dir, "mode", fmt.Sprintf("%04o", perm))
 		a.subs = nil
@@ -124,7 +128,7 @@ func (a *authenticator) reloadLocked() {
 		if name[0] == '.' { // editors' and our own temporary files
 			continue
 		}
-		if !submitterName.MatchString(name) || name == api.AdminName {
+		if !api.ValidSubmitterName(name) {
 			a.log.Warn("ignoring token file: its name must be letters, digits, '.', '_' or '-' and not \"admin\"", "file", filepath.Join(a.dir, name))
 			continue
 		}
@@ -141,6 +145,20 @@ func (a *authenticator) reloadLocked() {
 		seen[h] = name
 		subs = append(subs, credential{hash: h, principal: api.Principal{Name: name}})
 	}
+	if !sameNames(subs, a.subs) {
+		a.log.Info("loaded submitter tokens", "dir", a.dir, "submitters", len(subs))
+	}
 	a.subs = subs
-	a.log.Info("loaded submitter tokens", "dir", a.dir, "submitters", len(subs))
+}
+
+func sameNames(a, b []credential) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].principal.Name != b[i].principal.Name || a[i].hash != b[i].hash {
+			return false
+		}
+	}
+	return true
 }

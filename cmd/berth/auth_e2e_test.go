@@ -133,16 +133,17 @@ func TestAnotherLocalUserCannotSubmit(t *testing.T) {
 // listing and cannot resume it even with the key; alice can.
 func TestEnvironmentKeysBelongToTheirSubmitter(t *testing.T) {
 	d := newDaemon(t, "")
-	dir := filepath.Join(d.dir, "state", api.TokensDirName)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	stateDir := filepath.Join(d.dir, "state")
 	tokens := map[string]string{}
 	for _, name := range []string{"alice", "bob"} {
-		tokens[name] = api.NewToken()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(tokens[name]+"\n"), 0o600); err != nil {
-			t.Fatal(err)
+		out, errOut, code := runAs(t, nil, nil, "token", "add", name, "--state-dir", stateDir)
+		if code != 0 || !strings.HasPrefix(out, "berth_") {
+			t.Fatalf("berth token add %s: exit %d, %q %q", name, code, out, errOut)
 		}
+		tokens[name] = strings.TrimSpace(out)
+	}
+	if _, errOut, code := runAs(t, nil, nil, "token", "add", "alice", "--state-dir", stateDir); code == 0 || !strings.Contains(errOut, "already has a token") {
+		t.Errorf("second token add alice: exit %d, %q; want a refusal", code, errOut)
 	}
 	as := func(who string, args ...string) (string, string, int) {
 		return runAs(t, []string{api.ServerEnv + "=http://" + d.listen, api.TokenEnv + "=" + tokens[who]}, nil, args...)
@@ -169,5 +170,12 @@ func TestEnvironmentKeysBelongToTheirSubmitter(t *testing.T) {
 	out, errOut, code := as("alice", "submit", "--wait", "--resume", key, "--", "cat /berth/secret")
 	if code != 0 || strings.TrimSpace(out) != "alices-secret" {
 		t.Errorf("alice resumes her environment: exit %d, out %q, err %q", code, out, errOut)
+	}
+	// Revoking works at once, without a restart.
+	if _, errOut, code := runAs(t, nil, nil, "token", "remove", "bob", "--state-dir", stateDir); code != 0 {
+		t.Fatalf("berth token remove bob: %s", errOut)
+	}
+	if _, errOut, code := as("bob", "jobs"); code == 0 || !strings.Contains(errOut, "not valid") {
+		t.Errorf("bob after his token was removed: exit %d, %q; want 401", code, errOut)
 	}
 }
