@@ -122,6 +122,7 @@ func printJobDetail(w io.Writer, j api.Job, now time.Time) error {
 		row("Exit code", fmt.Sprint(*j.ExitCode))
 	}
 	row("Reason", j.Reason)
+	row("Submitter", j.Owner)
 	row("Instance", j.Instance)
 	row("Environment key", j.EnvKey)
 	row("Created", j.CreatedAt.Local().Format(time.DateTime))
