@@ -21,6 +21,7 @@ func (m *Manager) setupHTTP() error {
 	if m.auth, err = newAuthenticator(m.cfg.StateDir, m.log); err != nil {
 		return err
 	}
+	m.log.Info("API requests need the token in the token file (the CLI of this user finds it there)", "token_file", api.TokenPath(m.cfg.StateDir), "submitters", len(m.auth.subs))
 	var certNames []string
 	if m.cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(m.cfg.TLSCertFile, m.cfg.TLSKeyFile)
