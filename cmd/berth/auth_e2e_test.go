@@ -179,3 +179,31 @@ func TestEnvironmentKeysBelongToTheirSubmitter(t *testing.T) {
 		t.Errorf("bob after his token was removed: exit %d, %q; want 401", code, errOut)
 	}
 }
+
+// TestAJobCannotUseTheAPI: a job that finds berth's port (on the shared
+// host network, or not at all when the sandbox has its own) and tries the
+// token file gets no job list and submits nothing.
+func TestAJobCannotUseTheAPI(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed; the job would have no HTTP client")
+	}
+	d := newDaemon(t, "")
+	tokenFile := api.TokenPath(filepath.Join(d.dir, "state"))
+	script := strings.Join([]string{
+		`tok=$(cat ` + tokenFile + ` 2>/dev/null)`,
+		`curl -s -m 5 -H "Authorization: Bearer $tok" -H 'Content-Type: application/json' -d '{"script": "echo planted"}' http://` + d.listen + `/api/v1/jobs; echo " submit-tried"`,
+		`curl -s -m 5 -H "Authorization: Bearer $tok" http://` + d.listen + `/api/v1/jobs; echo " list-tried"`,
+	}, "\n")
+	out, errOut, code := d.berth("submit", "--wait", "--", script)
+	if code != 0 || !strings.Contains(out, "list-tried") {
+		t.Fatalf("the attacking job did not run to its end: exit %d, %q, %q", code, out, errOut)
+	}
+	if strings.Contains(out, `"jobs"`) || strings.Contains(out, `"state": "queued"`) {
+		t.Errorf("the job reached the API:\n%s", out)
+	}
+	jobs, err := d.client().Jobs(context.Background())
+	if err != nil || len(jobs) != 1 {
+		t.Errorf("jobs after the attack: %d, %v; want only the attacking job", len(jobs), err)
+	}
+	t.Logf("what the job got:\n%s", out)
+}
