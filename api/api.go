@@ -78,6 +78,9 @@ type JobRequest struct {
 type Job struct {
 	// ID is the job's ID within its source (the queue numbers jobs 1, 2, ...).
 	ID string `json:"id"`
+	// Owner names the submitter (see Principal) whose token queued the
+	// job; empty for the admin.
+	Owner string `json:"owner,omitempty"`
 	// State is where the job is in its life.
 	State JobState `json:"state"`
 	// Script is what the job runs (in lists, cut short; ask for the job to

@@ -39,6 +39,9 @@ type Client struct {
 	// HTTP does the requests. It must not have a Timeout, because Log with
 	// follow streams for as long as the job runs; bound calls with ctx.
 	HTTP *http.Client
+	// Token is sent as "Authorization: Bearer TOKEN" (see ResolveToken);
+	// empty sends none, and the server answers 401 saying how to get one.
+	Token string
 }
 
 // NewClient returns a client for server, resolved with ResolveServer (so ""
@@ -155,8 +158,13 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader) 
 	if err != nil {
 		return nil, fmt.Errorf("build request for %s: %w (check --server or %s)", c.BaseURL, err, ServerEnv)
 	}
-	if body != nil {
+	if method == http.MethodPost {
+		// Also for a POST without a body: the server refuses any other
+		// type, so that a web page cannot post to it (CSRF).
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	req.Header.Set("Accept", "application/json")
 	hc := c.HTTP

@@ -76,6 +76,13 @@ type Config struct {
 
 	// Listen is the address of the HTTP API, /metrics and /healthz.
 	Listen string
+	// TLSCertFile and TLSKeyFile (keys tls_cert_file, tls_key_file; both or
+	// neither, absolute after loading) make the API serve HTTPS.
+	TLSCertFile string
+	TLSKeyFile  string
+	// InsecureListen (key insecure_listen) allows a listen address beyond
+	// loopback without TLS, which sends API tokens in clear text.
+	InsecureListen bool
 	// StateDir holds the state store. A "~" is expanded and a relative path
 	// is taken relative to the config file's directory. See DefaultStateDir
 	// for the default when the key is absent.

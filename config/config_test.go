@@ -204,7 +204,14 @@ func TestGoodConfigs(t *testing.T) {
 				t.Errorf("%s %s", c.Autoscaler.Provider, c.Autoscaler.ProviderConfig)
 			}
 		}},
-		{"relative state_dir", "state_dir = \"state\"\nlisten = \":9000\"\nlog_level = \"debug\"\njob_timeout = \"2h30m\"\n", func(t *testing.T, c *Config) {
+		{"TLS beyond loopback", "listen = \"0.0.0.0:8765\"\ntls_cert_file = \"tls/berth.pem\"\ntls_key_file = \"/etc/berth/berth.key\"\n", func(t *testing.T, c *Config) {
+			if !filepath.IsAbs(c.TLSCertFile) || filepath.Base(c.TLSCertFile) != "berth.pem" || c.TLSKeyFile != "/etc/berth/berth.key" || c.InsecureListen {
+				t.Errorf("%q %q %v", c.TLSCertFile, c.TLSKeyFile, c.InsecureListen)
+			}
+		}},
+		{"localhost needs no TLS", "listen = \"localhost:8765\"\n", func(t *testing.T, c *Config) {}},
+		{"IPv6 loopback needs no TLS", "listen = \"[::1]:8765\"\n", func(t *testing.T, c *Config) {}},
+		{"relative state_dir", "state_dir = \"state\"\nlisten = \":9000\"\ninsecure_listen = true\nlog_level = \"debug\"\njob_timeout = \"2h30m\"\n", func(t *testing.T, c *Config) {
 			want, _ := filepath.Abs("state")
 			if c.StateDir != want || c.Listen != ":9000" || c.JobTimeout != 150*time.Minute {
 				t.Errorf("%+v", c)
@@ -293,6 +300,10 @@ func TestBadConfigs(t *testing.T) {
 		{"unknown timezone", "[[autoscaler.policy]]\ntimezone = \"Europe/Berlín\"\n", "autoscaler.policy[0].timezone", 2, "unknown time zone"},
 		{"preemptive without idle", "[[autoscaler.policy]]\nperiods = [\"* * * * *\"]\nidle_count = 0\nscale_factor = 0.0\n", "autoscaler.policy[0].idle_count", 3, "preemptive_mode = false"},
 		{"listen without port", "listen = \"localhost\"\n", "listen", 1, "host:port"},
+		{"listen beyond loopback in clear text", "listen = \"0.0.0.0:8765\"\n", "listen", 1, "insecure_listen = true"},
+		{"listen on every interface", "\nlisten = \":8765\"\n", "listen", 2, "tls_cert_file"},
+		{"cert without key", "listen = \"0.0.0.0:8765\"\ntls_cert_file = \"berth.pem\"\n", "tls_cert_file", 2, "set both"},
+		{"key without cert", "tls_key_file = \"berth.key\"\n", "tls_key_file", 1, "set both"},
 		{"listen bad port", "listen = \"localhost:http\"\n", "listen", 1, "0 to 65535"},
 		{"log level", "\n\nlog_level = \"verbose\"\n", "log_level", 3, `"debug", "info", "warn", "error"`},
 		{"job_timeout 0", "job_timeout = \"0s\"\n", "job_timeout", 1, "positive"},

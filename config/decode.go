@@ -304,6 +304,13 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	} else {
 		c.StateDir = DefaultStateDir()
 	}
+	if root.str("tls_cert_file", &c.TLSCertFile) {
+		c.TLSCertFile = d.resolvePath("tls_cert_file", c.TLSCertFile)
+	}
+	if root.str("tls_key_file", &c.TLSKeyFile) {
+		c.TLSKeyFile = d.resolvePath("tls_key_file", c.TLSKeyFile)
+	}
+	root.bool("insecure_listen", &c.InsecureListen)
 	root.str("log_level", &c.LogLevel)
 	root.duration("job_timeout", &c.JobTimeout)
 
@@ -425,6 +432,23 @@ func (d *decoder) period(t *table) policy.Period {
 	t.bool("preemptive_mode", &p.Policy.Preemptive)
 	t.finish()
 	return p
+}
+
+// resolvePath expands "~" and makes a path relative to the config file's
+// directory absolute, as for state_dir.
+func (d *decoder) resolvePath(key, p string) string {
+	if p == "" {
+		return ""
+	}
+	exp, err := expandHome(p)
+	if err != nil {
+		d.issue(key, p, "%v", err)
+		return p
+	}
+	if !filepath.IsAbs(exp) {
+		exp = filepath.Join(d.dir, exp)
+	}
+	return filepath.Clean(exp)
 }
 
 func (d *decoder) resolveStateDir(dir string) string {

@@ -112,6 +112,7 @@ func (c *Config) check() (issues, warnings []Issue) {
 	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 || strings.ContainsAny(host, " /") {
 		k.fail("listen", c.Listen, "must be host:port with a port from 0 to 65535, e.g. %q", DefaultListen)
 	}
+	c.checkListenSecurity(k)
 	if c.StateDir == "" {
 		k.fail("state_dir", c.StateDir, "must not be empty; remove the key to use the default %s", "~/.local/state/berth")
 	}
@@ -321,4 +322,37 @@ func quoteList(list []string) string {
 		q[i] = strconv.Quote(s)
 	}
 	return strings.Join(q, ", ")
+}
+
+// checkListenSecurity refuses to send API tokens in clear text over a
+// network: a listen address beyond loopback needs TLS or an explicit
+// insecure_listen = true.
+func (c *Config) checkListenSecurity(k *checker) {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		// Name the key that is set: its line is the one to look at. Only
+		// the file sets these keys, so its line and text are the ones to show.
+		key := "tls_cert_file"
+		if c.TLSCertFile == "" {
+			key = "tls_key_file"
+		}
+		k.fail(key, nil, "tls_cert_file and tls_key_file go together: set both (PEM certificate and its key) or neither")
+		return
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil || c.TLSCertFile != "" || c.InsecureListen || IsLoopbackHost(host) {
+		return
+	}
+	k.fail("listen", c.Listen, "is reachable beyond this machine, and API tokens would cross the network in clear text: "+
+		"set tls_cert_file and tls_key_file, or insecure_listen = true if a TLS proxy or a private network protects it, or listen on 127.0.0.1")
+}
+
+// IsLoopbackHost reports whether a listen host only accepts connections from
+// this machine: "localhost" or a loopback IP. An empty host means every
+// interface.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }

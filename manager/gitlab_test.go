@@ -27,16 +27,23 @@ func TestMain(m *testing.M) {
 // config and stops it (and deletes its sandboxes) when the test ends.
 func startManager(t *testing.T, toml string) *Manager {
 	t.Helper()
+	var w io.Writer = io.Discard
+	if testing.Verbose() {
+		w = os.Stderr
+	}
+	return startManagerLog(t, toml, w)
+}
+
+// startManagerLog is startManager with berth's log written to w.
+func startManagerLog(t *testing.T, toml string, w io.Writer) *Manager {
+	t.Helper()
 	dir := t.TempDir()
 	full := fmt.Sprintf("listen = \"127.0.0.1:0\"\nstate_dir = %q\n%s", filepath.Join(dir, "state"), toml)
 	cfg, err := config.Parse([]byte(full), filepath.Join(dir, "berth.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
+	log := slog.New(slog.NewTextHandler(w, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	m, err := New(ctx, cfg, log, Options{ShutdownGrace: 10 * time.Second, UpdateInterval: 500 * time.Millisecond})
 	if err != nil {

@@ -7,13 +7,13 @@ package manager
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/fleet"
@@ -68,6 +67,10 @@ type Manager struct {
 	metrics *metrics.Metrics
 	runner  *executor.Runner
 
+	auth  *authenticator
+	hosts hostPolicy
+	tls   *tls.Config
+
 	jobs sync.WaitGroup
 }
 
@@ -91,6 +94,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w; pass a writable --state-dir", cfg.StateDir, err)
+	}
+	if err := m.setupHTTP(); err != nil {
+		return nil, err
 	}
 	m.store, err = store.Open(filepath.Join(cfg.StateDir, "state.db"))
 	if err != nil {
@@ -161,7 +167,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		Observe:        m.metrics.Observe,
 	})
 
-	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"), queue.WithLogger(log))
+	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"), queue.WithLogger(log), queue.WithResumeCheck(m.checkResumeKey))
 	if err != nil {
 		return nil, err
 	}
@@ -198,42 +204,6 @@ func (m *Manager) readyHook(ctx context.Context, id string) error {
 	return err
 }
 
-// Handler serves the HTTP API, /metrics and /healthz.
-func (m *Manager) Handler() http.Handler {
-	mux := http.NewServeMux()
-	m.queue.Register(mux)
-	mux.HandleFunc("GET /api/v1/instances", m.serveInstances)
-	mux.Handle("GET /metrics", m.metrics.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "provider": m.info.ID})
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /api/v1/jobs, /api/v1/instances, /metrics, /healthz", r.Method, r.URL.Path))
-	})
-	return mux
-}
-
-func (m *Manager) serveInstances(w http.ResponseWriter, _ *http.Request) {
-	views := m.fleet.Instances()
-	list := api.InstanceList{Instances: make([]api.Instance, 0, len(views))}
-	for _, v := range views {
-		in := api.Instance{ID: v.ID, State: v.Phase, UseCount: v.UseCount, CreatedAt: v.Created.UTC(),
-			DeleteReason: string(v.DeleteReason),
-			Slots: api.SlotCounts{Idle: v.Slots[scaler.SlotIdle], Reserved: v.Slots[scaler.SlotReserved],
-				Acquired: v.Slots[scaler.SlotAcquired], Suspended: v.Slots[scaler.SlotSuspended],
-				Unavailable: v.Slots[scaler.SlotUnavailable]}}
-		if !v.ReadyAt.IsZero() {
-			t := v.ReadyAt.UTC()
-			in.ReadyAt = &t
-		}
-		if v.Env != "" {
-			in.EnvKeys = []string{v.Env}
-		}
-		list.Instances = append(list.Instances, in)
-	}
-	api.WriteJSON(w, http.StatusOK, list)
-}
-
 // Run serves HTTP and runs jobs until ctx is done, then stops gracefully: no
 // new jobs, running jobs get ShutdownGrace to finish, state is flushed.
 func (m *Manager) Run(ctx context.Context) error {
@@ -242,13 +212,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.close(context.Background())
 		return fmt.Errorf("listen on %s: %w; is another berth running? pass --listen ADDR to use another address", m.cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error("http server stopped", "err", err)
-		}
-	}()
-	m.log.Info("berth running", "listen", ln.Addr().String(), "provider", m.info.ID, "state_dir", m.cfg.StateDir,
+	srv := m.serveHTTP(ln)
+	m.log.Info("berth running", "listen", ln.Addr().String(), "tls", m.tls != nil, "provider", m.info.ID, "state_dir", m.cfg.StateDir,
 		"max_instances", m.cfg.Autoscaler.MaxInstances, "capacity_per_instance", m.cfg.Autoscaler.CapacityPerInstance)
 	if m.opts.Ready != nil {
 		m.opts.Ready <- ln.Addr().String()

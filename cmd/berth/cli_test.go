@@ -44,6 +44,9 @@ func newCLIServer(t *testing.T) *cliServer {
 	t.Cleanup(srv.Close)
 	s.url = srv.URL
 	t.Setenv(api.ServerEnv, "http://127.0.0.1:1") // commands must use --server, or fail loudly
+	// No token from the tester's own berth: this server checks none.
+	t.Setenv(api.TokenEnv, "")
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	return s
 }
 

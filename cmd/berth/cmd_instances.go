@@ -14,7 +14,7 @@ import (
 
 func newInstancesCmd() *cobra.Command {
 	var (
-		server string
+		conn   connFlags
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -27,7 +27,11 @@ func newInstancesCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := interruptContext(cmd)
 			defer stop()
-			list, err := api.NewClient(server).Instances(ctx)
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.Instances(ctx)
 			if err != nil {
 				return err
 			}
@@ -45,7 +49,7 @@ func newInstancesCmd() *cobra.Command {
 			return printInstanceTable(out, list, time.Now())
 		},
 	}
-	addServerFlag(cmd, &server)
+	conn.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for machines")
 	return cmd
 }

@@ -19,7 +19,7 @@ import (
 
 func newJobsCmd() *cobra.Command {
 	var (
-		server string
+		conn   connFlags
 		asJSON bool
 		cancel bool
 	)
@@ -34,7 +34,10 @@ func newJobsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptContext(cmd)
 			defer stop()
-			c := api.NewClient(server)
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			if cancel {
 				if len(args) != 1 {
@@ -78,7 +81,7 @@ func newJobsCmd() *cobra.Command {
 			return printJobTable(out, jobs, time.Now())
 		},
 	}
-	addServerFlag(cmd, &server)
+	conn.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for machines")
 	cmd.Flags().BoolVar(&cancel, "cancel", false, "cancel job ID")
 	return cmd
@@ -119,6 +122,7 @@ func printJobDetail(w io.Writer, j api.Job, now time.Time) error {
 		row("Exit code", fmt.Sprint(*j.ExitCode))
 	}
 	row("Reason", j.Reason)
+	row("Submitter", j.Owner)
 	row("Instance", j.Instance)
 	row("Environment key", j.EnvKey)
 	row("Created", j.CreatedAt.Local().Format(time.DateTime))
@@ -156,11 +160,6 @@ func printJobDetail(w io.Writer, j api.Job, now time.Time) error {
 }
 
 // Helpers shared by submit, jobs, logs and instances.
-
-// addServerFlag adds --server; empty means $BERTH_SERVER, then the default.
-func addServerFlag(cmd *cobra.Command, server *string) {
-	cmd.Flags().StringVar(server, "server", "", fmt.Sprintf("berth server URL (default $%s or %s)", api.ServerEnv, api.DefaultServer))
-}
 
 // interruptContext ends on Ctrl-C or SIGTERM, so that a command waiting on the
 // server stops cleanly and can say what goes on without it.

@@ -2,13 +2,11 @@ package main
 
 import (
 	"github.com/spf13/cobra"
-
-	"github.com/berth-ci/berth/api"
 )
 
 func newLogsCmd() *cobra.Command {
 	var (
-		server string
+		conn   connFlags
 		follow bool
 	)
 	cmd := &cobra.Command{
@@ -18,7 +16,11 @@ func newLogsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptContext(cmd)
 			defer stop()
-			err := api.NewClient(server).Log(ctx, args[0], follow, cmd.OutOrStdout())
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			err = c.Log(ctx, args[0], follow, cmd.OutOrStdout())
 			if err != nil && ctx.Err() != nil {
 				// Ctrl-C while following is how people stop reading.
 				return nil
@@ -26,7 +28,7 @@ func newLogsCmd() *cobra.Command {
 			return err
 		},
 	}
-	addServerFlag(cmd, &server)
+	conn.add(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the log until the job ends")
 	return cmd
 }

@@ -15,7 +15,7 @@ import (
 
 func newSubmitCmd() *cobra.Command {
 	var (
-		server  string
+		conn    connFlags
 		wait    bool
 		timeout string
 		envs    []string
@@ -63,7 +63,10 @@ own environment, which keeps secrets out of shell history.`,
 			req := api.JobRequest{Script: script, Env: env, Timeout: timeout, Suspend: suspend, Resume: resume}
 			ctx, stop := interruptContext(cmd)
 			defer stop()
-			c := api.NewClient(server)
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
 			job, err := c.Submit(ctx, req)
 			if err != nil {
 				return fmt.Errorf("submit job: %w", err)
@@ -86,7 +89,7 @@ own environment, which keeps secrets out of shell history.`,
 		},
 	}
 	f := cmd.Flags()
-	addServerFlag(cmd, &server)
+	conn.add(cmd)
 	f.BoolVar(&wait, "wait", false, "stream the job's log to stdout and exit with its exit code")
 	f.StringVar(&timeout, "timeout", "", "kill the job after this long, e.g. 90s, 10m, 2h (default: the server's)")
 	f.StringArrayVar(&envs, "env", nil, "set NAME=VALUE for the script, or pass NAME from this environment (repeatable)")

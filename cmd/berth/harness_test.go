@@ -180,7 +180,7 @@ func (d *daemon) berth(args ...string) (string, string, int) {
 	cmd := exec.CommandContext(ctx, berthBin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(os.Environ(), "BERTH_SERVER=http://"+d.listen)
+	cmd.Env = append(os.Environ(), "BERTH_SERVER=http://"+d.listen, api.TokenEnv+"="+d.token())
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -191,7 +191,21 @@ func (d *daemon) berth(args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-func (d *daemon) client() *api.Client { return api.NewClient("http://" + d.listen) }
+func (d *daemon) client() *api.Client {
+	c := api.NewClient("http://" + d.listen)
+	c.Token = d.token()
+	return c
+}
+
+// token is the admin API token `berth run` created in its state directory.
+func (d *daemon) token() string {
+	d.t.Helper()
+	tok, err := api.ReadTokenFile(api.TokenPath(filepath.Join(d.dir, "state")))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return tok
+}
 
 func (d *daemon) instances() []api.Instance {
 	d.t.Helper()

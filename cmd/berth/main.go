@@ -31,6 +31,7 @@ func main() {
 		newJobsCmd(),
 		newLogsCmd(),
 		newInstancesCmd(),
+		newTokenCmd(),
 		newBenchCmd(),
 		&cobra.Command{
 			Use:   "version",

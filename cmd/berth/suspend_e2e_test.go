@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -70,6 +71,10 @@ func TestResumeWithAForeignKeyIsRefused(t *testing.T) {
 	_, errOut, code := d.berth("submit", "--wait", "--resume", "0123456789abcdef-feedfacefeedface", "--", "true")
 	if code == 0 || !strings.Contains(errOut, "another berth state") {
 		t.Fatalf("resume with a foreign key: exit %d, stderr %q; want a clear refusal", code, errOut)
+	}
+	// Refused at submit: no job was queued only to fail later.
+	if jobs, err := d.client().Jobs(context.Background()); err != nil || len(jobs) != 0 {
+		t.Errorf("jobs after the refused resume: %+v, %v; want none", jobs, err)
 	}
 }
 

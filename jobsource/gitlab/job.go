@@ -66,6 +66,11 @@ func newJob(s *Source, p *jobPayload) *Job {
 	}
 	// The job token gives access to the project; GitLab masks it too.
 	secrets = append(secrets, p.Token)
+	// The runner token never goes to an instance (it travels only in
+	// berth's own requests to GitLab), but should a job find it anyway, in
+	// a file or a process it can read, its log must not carry it to
+	// everyone who can read the job.
+	secrets = append(secrets, s.cfg.Token)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	header := http.Header{}

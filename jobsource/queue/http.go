@@ -61,7 +61,7 @@ func (q *Queue) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		q.writeError(w, err)
 		return
 	}
-	job, err := q.submit(req, spec)
+	job, err := q.submit(api.PrincipalFrom(r.Context()), req, spec)
 	if err != nil {
 		q.writeError(w, err)
 		return
@@ -90,7 +90,7 @@ func (q *Queue) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	jobs, err := q.List(state, limit)
+	jobs, err := q.ListFor(api.PrincipalFrom(r.Context()), state, limit)
 	if err != nil {
 		q.writeError(w, err)
 		return
@@ -100,6 +100,9 @@ func (q *Queue) handleList(w http.ResponseWriter, r *http.Request) {
 
 func (q *Queue) handleGet(w http.ResponseWriter, r *http.Request) {
 	job, err := q.Get(r.PathValue("id"))
+	if err == nil && !api.PrincipalFrom(r.Context()).Owns(job.Owner) {
+		err = fmt.Errorf("job %q: %w", job.ID, ErrNotFound)
+	}
 	if err != nil {
 		q.writeError(w, err)
 		return
@@ -108,7 +111,16 @@ func (q *Queue) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (q *Queue) handleCancel(w http.ResponseWriter, r *http.Request) {
-	job, err := q.Cancel(r.PathValue("id"))
+	id := r.PathValue("id")
+	rec, err := q.get(id)
+	if err == nil {
+		err = q.visibleTo(api.PrincipalFrom(r.Context()), rec, id)
+	}
+	if err != nil {
+		q.writeError(w, err)
+		return
+	}
+	job, err := q.Cancel(id)
 	if err != nil {
 		q.writeError(w, err)
 		return
@@ -122,7 +134,11 @@ const followPoll = 5 * time.Second
 
 func (q *Queue) handleLog(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := q.get(id); err != nil {
+	rec, err := q.get(id)
+	if err == nil {
+		err = q.visibleTo(api.PrincipalFrom(r.Context()), rec, id)
+	}
+	if err != nil {
 		q.writeError(w, err)
 		return
 	}

@@ -130,7 +130,7 @@ func (j *Job) cancel() {
 // Started records the instance the job runs on, so `berth jobs` shows it
 // while the job runs.
 func (j *Job) Started(instance string) {
-	err := j.q.db.Update(func(tx *bolt.Tx) error {
+	err := j.q.update(func(tx *bolt.Tx) error {
 		rec, err := loadRecord(tx, j.key)
 		if err != nil || rec == nil || rec.State != api.JobRunning {
 			return err
@@ -173,7 +173,7 @@ func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
 
 	now := time.Now().UTC()
 	var final *record
-	err := j.q.db.Update(func(tx *bolt.Tx) error {
+	err := j.q.update(func(tx *bolt.Tx) error {
 		rec, err := loadRecord(tx, j.key)
 		if err != nil {
 			return err
@@ -187,6 +187,9 @@ func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
 		applyResult(rec, r, now)
 		rec.Reason += logNote
 		if err := saveRecord(tx, j.key, rec); err != nil {
+			return err
+		}
+		if err := recordEnvOwner(tx, rec); err != nil {
 			return err
 		}
 		final = rec

@@ -78,6 +78,7 @@ type options struct {
 	logger      *slog.Logger
 	maxLogBytes int64
 	maxDBSize   int
+	resumeCheck ResumeCheck
 }
 
 // WithLogger sets where the queue logs; the default is slog.Default().
@@ -94,13 +95,15 @@ func WithMaxDBSize(n int) Option { return func(o *options) { o.maxDBSize = n } }
 
 // Queue is the built-in job queue. It is safe for concurrent use.
 type Queue struct {
-	dir     string
-	logDir  string
-	db      *bolt.DB
-	log     *slog.Logger
-	maxLog  int64
-	changed notifier // fired on every job state change
-	done    chan struct{}
+	dir         string
+	logDir      string
+	db          *bolt.DB
+	log         *slog.Logger
+	maxLog      int64
+	resumeCheck ResumeCheck
+	health      writeHealth
+	changed     notifier // fired on every job state change
+	done        chan struct{}
 
 	mu          sync.Mutex
 	live        map[string]*Job // running jobs handed out by this process
@@ -130,13 +133,14 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("open queue %s: %w", path, err)
 	}
 	q := &Queue{
-		dir:    dir,
-		logDir: logDir,
-		db:     db,
-		log:    o.logger.With("component", "queue"),
-		maxLog: o.maxLogBytes,
-		done:   make(chan struct{}),
-		live:   map[string]*Job{},
+		dir:         dir,
+		logDir:      logDir,
+		db:          db,
+		log:         o.logger.With("component", "queue"),
+		maxLog:      o.maxLogBytes,
+		resumeCheck: o.resumeCheck,
+		done:        make(chan struct{}),
+		live:        map[string]*Job{},
 	}
 	q.changed.init()
 	if err := q.recover(); err != nil {
@@ -239,15 +243,30 @@ func (q *Queue) Close() error {
 // wrong; ErrNoSpace (wrapped) means the disk is full. Either way nothing was
 // queued.
 func (q *Queue) Submit(req api.JobRequest) (api.Job, error) {
+	return q.SubmitAs(api.Principal{Name: api.AdminName, Admin: true}, req)
+}
+
+// SubmitAs is Submit on behalf of p, who then owns the job. A resume key
+// that p may not use (see WithResumeCheck and api.Principal) is refused
+// with a *RequestError and nothing is queued.
+func (q *Queue) SubmitAs(p api.Principal, req api.JobRequest) (api.Job, error) {
 	spec, err := Validate(req)
 	if err != nil {
 		return api.Job{}, err
 	}
-	return q.submit(req, spec)
+	return q.submit(p, req, spec)
 }
 
-func (q *Queue) submit(req api.JobRequest, spec jobsource.Spec) (api.Job, error) {
+func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec) (api.Job, error) {
+	if err := q.checkResume(p, spec.ResumeKey); err != nil {
+		return api.Job{}, err
+	}
+	owner := p.Name
+	if p.Admin {
+		owner = ""
+	}
 	rec := &record{
+		Owner:     owner,
 		State:     api.JobQueued,
 		Timeout:   spec.Timeout,
 		Suspend:   req.Suspend,
@@ -259,7 +278,7 @@ func (q *Queue) submit(req api.JobRequest, spec jobsource.Spec) (api.Job, error)
 	}
 	sort.Strings(rec.EnvNames)
 	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env}
-	err := q.db.Update(func(tx *bolt.Tx) error {
+	err := q.update(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket(bucketJobs)
 		seq, err := jobs.NextSequence()
 		if err != nil {
@@ -278,7 +297,7 @@ func (q *Queue) submit(req api.JobRequest, spec jobsource.Spec) (api.Job, error)
 	if err != nil {
 		return api.Job{}, q.storeError("queue the job", err)
 	}
-	q.log.Info("job queued", "job", rec.ID, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
+	q.log.Info("job queued", "job", rec.ID, "owner", p.Name, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
 	q.changed.fire()
 	return rec.apiJob(sc), nil
 }
@@ -308,7 +327,7 @@ func (q *Queue) Request(ctx context.Context) (jobsource.Job, error) {
 	var rec *record
 	var sc *script
 	var key []byte
-	err := q.db.Update(func(tx *bolt.Tx) error {
+	err := q.update(func(tx *bolt.Tx) error {
 		queued := tx.Bucket(bucketQueued)
 		k, _ := queued.Cursor().First()
 		if k == nil {
@@ -447,6 +466,11 @@ func (q *Queue) get(id string) (*record, error) {
 // not empty, keeps only jobs in that state. limit <= 0 means all. Scripts
 // are cut to ListScriptBytes so that a list stays small; Get has them whole.
 func (q *Queue) List(state api.JobState, limit int) ([]api.Job, error) {
+	return q.ListFor(api.Principal{Name: api.AdminName, Admin: true}, state, limit)
+}
+
+// ListFor is List as p sees it: only the jobs p owns (all for the admin).
+func (q *Queue) ListFor(p api.Principal, state api.JobState, limit int) ([]api.Job, error) {
 	var out []api.Job
 	err := q.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketJobs).Cursor()
@@ -455,7 +479,7 @@ func (q *Queue) List(state api.JobState, limit int) ([]api.Job, error) {
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return fmt.Errorf("decode job %d: %w", binary.BigEndian.Uint64(k), err)
 			}
-			if state != "" && rec.State != state {
+			if (state != "" && rec.State != state) || !p.Owns(rec.Owner) {
 				continue
 			}
 			sc, err := loadScript(tx, k)
@@ -500,7 +524,7 @@ func (q *Queue) Cancel(id string) (api.Job, error) {
 	now := time.Now().UTC()
 	var rec *record
 	var sc *script
-	err := q.db.Update(func(tx *bolt.Tx) error {
+	err := q.update(func(tx *bolt.Tx) error {
 		r, err := loadRecord(tx, k)
 		if err != nil {
 			return err
@@ -599,6 +623,7 @@ type script struct {
 // record is a job's state as stored in bbolt (bucket "jobs").
 type record struct {
 	ID              string        `json:"id"`
+	Owner           string        `json:"owner,omitempty"` // "" for the admin (see owner.go)
 	State           api.JobState  `json:"state"`
 	EnvNames        []string      `json:"env_names,omitempty"`
 	Timeout         time.Duration `json:"timeout_ns,omitempty"`
@@ -619,6 +644,7 @@ type record struct {
 func (r *record) apiJob(sc *script) api.Job {
 	j := api.Job{
 		ID:              r.ID,
+		Owner:           r.Owner,
 		State:           r.State,
 		EnvNames:        r.EnvNames,
 		Suspend:         r.Suspend,

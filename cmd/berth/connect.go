@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/config"
+)
+
+// connFlags are how submit, jobs, logs and instances reach the server:
+// where it is and which API token to send.
+type connFlags struct {
+	server   string
+	token    string
+	stateDir string
+}
+
+func (f *connFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.server, "server", "", fmt.Sprintf("berth server URL (default $%s or %s)", api.ServerEnv, api.DefaultServer))
+	fl.StringVar(&f.token, "token", "", fmt.Sprintf("API token (default $%s, else the api-token file of the state directory)", api.TokenEnv))
+	fl.StringVar(&f.stateDir, "state-dir", "", "state directory of the local `berth run` whose api-token to send (default ~/.local/state/berth)")
+}
+
+// client returns an API client with the token from --token, $BERTH_TOKEN or
+// the state directory's api-token file. The file of the default state
+// directory is read only for a server on this machine, so a token never
+// travels to a remote server nobody named it for; --state-dir names it
+// explicitly.
+func (f *connFlags) client() (*api.Client, error) {
+	c := api.NewClient(f.server)
+	dir := f.stateDir
+	if dir == "" && isLocalServer(c.BaseURL) {
+		dir = config.DefaultStateDir()
+	}
+	tok, err := api.ResolveToken(f.token, dir)
+	if err != nil {
+		return nil, err
+	}
+	c.Token = tok
+	return c, nil
+}
+
+// isLocalServer reports whether a server URL points at this machine.
+func isLocalServer(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

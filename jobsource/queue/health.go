@@ -1,0 +1,106 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/berth-ci/berth/api"
+)
+
+// How often Health writes a probe to queue.db: rarely while writes work, so
+// that monitoring costs nothing, and often while they fail, so that /healthz
+// turns healthy soon after the disk has room again.
+const (
+	probeIntervalOK      = 30 * time.Second
+	probeIntervalFailing = 5 * time.Second
+)
+
+var keyHealthProbe = []byte("health_probe")
+
+// writeHealth remembers whether the queue's last write worked.
+type writeHealth struct {
+	mu       sync.Mutex
+	err      error     // the last write failure; nil once a write worked again
+	since    time.Time // when writes started to fail
+	probedAt time.Time
+	probing  bool
+}
+
+// update is db.Update that keeps writeHealth current. Errors that say the
+// request was wrong (a job not found or already finished) say nothing
+// about the disk.
+func (q *Queue) update(fn func(*bolt.Tx) error) error {
+	err := q.db.Update(fn)
+	var re *RequestError
+	if err == nil || !(errors.Is(err, ErrNotFound) || errors.Is(err, ErrFinished) || errors.As(err, &re)) {
+		q.noteWrite(err)
+	}
+	return err
+}
+
+func (q *Queue) noteWrite(err error) {
+	h := &q.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil {
+		h.err = nil
+		return
+	}
+	if h.err == nil {
+		h.since = time.Now()
+	}
+	h.err = err
+}
+
+// Health returns nil when the queue can store jobs, else an error that
+// says why not and what to do (berth's /healthz reports it). Besides the
+// outcome of the last real write it writes a probe now and then: as big as
+// the largest job request while writes fail, so it passes only when a
+// submit would.
+func (q *Queue) Health() error {
+	if q.isClosed() {
+		return fmt.Errorf("the queue is closed: %w", ErrClosed)
+	}
+	h := &q.health
+	h.mu.Lock()
+	interval := probeIntervalOK
+	if h.err != nil {
+		interval = probeIntervalFailing
+	}
+	probe := !h.probing && time.Since(h.probedAt) >= interval
+	size := 64
+	if h.err != nil {
+		size = api.MaxRequestBytes
+	}
+	if probe {
+		h.probing, h.probedAt = true, time.Now()
+	}
+	h.mu.Unlock()
+
+	if probe {
+		err := q.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(keyHealthProbe, make([]byte, size))
+		})
+		if err == nil && size > 64 {
+			// Give the big probe's pages back to the free list.
+			err = q.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyHealthProbe, nil) })
+		}
+		q.noteWrite(err)
+		h.mu.Lock()
+		h.probing = false
+		h.mu.Unlock()
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		return nil
+	}
+	return fmt.Errorf("the queue cannot write %s since %s: %w; submits fail until it can: free disk space or fix the disk (no restart needed)",
+		filepath.Join(q.dir, "queue.db"), h.since.UTC().Format(time.RFC3339), h.err)
+}

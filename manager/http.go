@@ -1,0 +1,140 @@
+package manager
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/jobsource/queue"
+	"github.com/berth-ci/berth/scaler"
+)
+
+// setupHTTP creates the API token (if absent), loads the submitter tokens
+// and the TLS certificate, and decides which Host names are this server.
+func (m *Manager) setupHTTP() error {
+	var err error
+	if m.auth, err = newAuthenticator(m.cfg.StateDir, m.log); err != nil {
+		return err
+	}
+	m.log.Info("API requests need the token in the token file (the CLI of this user finds it there)", "token_file", api.TokenPath(m.cfg.StateDir), "submitters", len(m.auth.subs))
+	var certNames []string
+	if m.cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(m.cfg.TLSCertFile, m.cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("tls_cert_file %s, tls_key_file %s: %w; give a PEM certificate (chain) and its PEM private key", m.cfg.TLSCertFile, m.cfg.TLSKeyFile, err)
+		}
+		if leaf, err := x509.ParseCertificate(cert.Certificate[0]); err == nil {
+			certNames = leaf.DNSNames
+			if time.Now().After(leaf.NotAfter) {
+				m.log.Warn("the TLS certificate has expired; clients will refuse it", "file", m.cfg.TLSCertFile, "not_after", leaf.NotAfter)
+			}
+		}
+		m.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	host, _, _ := net.SplitHostPort(m.cfg.Listen)
+	m.hosts = newHostPolicy(host, certNames)
+	return nil
+}
+
+// Handler serves the HTTP API, /metrics and /healthz behind the guard:
+// canonical paths, known Host, a bearer token (but for /healthz and
+// /metrics) and JSON POSTs.
+func (m *Manager) Handler() http.Handler {
+	mux := http.NewServeMux()
+	m.queue.Register(mux)
+	mux.HandleFunc("GET /api/v1/instances", m.serveInstances)
+	mux.Handle("GET /metrics", m.metrics.Handler())
+	mux.HandleFunc("GET /healthz", m.serveHealth)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /api/v1/jobs, /api/v1/instances, /metrics, /healthz", r.Method, r.URL.Path))
+	})
+	return &guard{auth: m.auth, hosts: m.hosts, tokenFile: api.TokenPath(m.cfg.StateDir), next: mux}
+}
+
+// serveHTTP serves the API on ln (with TLS when configured) until the
+// returned server is shut down.
+func (m *Manager) serveHTTP(ln net.Listener) *http.Server {
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if m.tls != nil {
+		ln = tls.NewListener(ln, m.tls)
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server stopped", "err", err)
+		}
+	}()
+	return srv
+}
+
+// health is the body of /healthz.
+type health struct {
+	// Status is "ok" or "degraded".
+	Status   string `json:"status"`
+	Provider string `json:"provider"`
+	// Problems say what is wrong and what to do, one entry per problem.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// serveHealth answers 200 {"status": "ok"} while berth can take jobs, else
+// 503 {"status": "degraded", "problems": [...]}, so that a monitor notices
+// a queue that cannot store jobs before users do.
+func (m *Manager) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	h := health{Status: "ok", Provider: m.info.ID}
+	if err := m.queue.Health(); err != nil {
+		h.Problems = append(h.Problems, err.Error())
+	}
+	if len(h.Problems) > 0 {
+		h.Status = "degraded"
+		api.WriteJSON(w, http.StatusServiceUnavailable, h)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, h)
+}
+
+func (m *Manager) serveInstances(w http.ResponseWriter, r *http.Request) {
+	p := api.PrincipalFrom(r.Context())
+	views := m.fleet.Instances()
+	list := api.InstanceList{Instances: make([]api.Instance, 0, len(views))}
+	for _, v := range views {
+		in := api.Instance{ID: v.ID, State: v.Phase, UseCount: v.UseCount, CreatedAt: v.Created.UTC(),
+			DeleteReason: string(v.DeleteReason),
+			Slots: api.SlotCounts{Idle: v.Slots[scaler.SlotIdle], Reserved: v.Slots[scaler.SlotReserved],
+				Acquired: v.Slots[scaler.SlotAcquired], Suspended: v.Slots[scaler.SlotSuspended],
+				Unavailable: v.Slots[scaler.SlotUnavailable]}}
+		if !v.ReadyAt.IsZero() {
+			t := v.ReadyAt.UTC()
+			in.ReadyAt = &t
+		}
+		// An environment key is a capability: only its owner learns it.
+		if v.Env != "" && (p.Admin || m.ownsEnv(p, v.Env)) {
+			in.EnvKeys = []string{v.Env}
+		}
+		list.Instances = append(list.Instances, in)
+	}
+	api.WriteJSON(w, http.StatusOK, list)
+}
+
+func (m *Manager) ownsEnv(p api.Principal, key string) bool {
+	owner, known := m.queue.EnvOwner(key)
+	return known && p.Owns(owner)
+}
+
+// checkResumeKey is the queue's ResumeCheck: a key is refused at submit
+// when this berth did not issue it or holds no such environment now.
+func (m *Manager) checkResumeKey(key string) error {
+	if err := m.checkEnvKey(key); err != nil {
+		return &queue.RequestError{Status: http.StatusBadRequest, Message: err.Error()}
+	}
+	for _, v := range m.fleet.Instances() {
+		if v.Env == key {
+			return nil
+		}
+	}
+	return &queue.RequestError{Status: http.StatusNotFound, Message: fmt.Sprintf(
+		"no parked environment %s: it was resumed by a job without --suspend, expired after environment_ttl, or its instance was deleted; see `berth instances` for parked environments, or run the job without --resume", key)}
+}
