@@ -1,0 +1,100 @@
+// Command brokenplugin is a deliberately broken berth provider plugin for
+// tests: the simulated cloud with one fault chosen by the "broken" key of
+// its provider_config:
+//
+//	"list-deleted"  deleted instances stay listed as running (a conformance failure)
+//	"bad-state"     Update lists an instance in a state that does not exist
+//	"hang-update"   Update never returns
+//	"crash-update"  the process exits in the middle of Update
+//	"no-host-key"   ConnectInfo reports no host key (and the address of a real
+//	                SSH server given as "ssh_addr"), as fleeting plugins do
+//
+// Anything else, or no key, is the plain simulated cloud.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/provider/sim"
+	"github.com/berth-ci/berth/sdk"
+)
+
+type broken struct {
+	*sim.Group
+	mode    string
+	sshAddr string
+
+	mu      sync.Mutex
+	deleted []string
+}
+
+func (b *broken) Init(ctx context.Context, s provider.Settings) (provider.Info, error) {
+	var cfg map[string]any
+	if len(s.Config) > 0 {
+		if err := json.Unmarshal(s.Config, &cfg); err != nil {
+			return provider.Info{}, err
+		}
+	}
+	b.mode, _ = cfg["broken"].(string)
+	b.sshAddr, _ = cfg["ssh_addr"].(string)
+	delete(cfg, "broken")
+	delete(cfg, "ssh_addr")
+	rest, _ := json.Marshal(cfg)
+	s.Config = rest
+	return b.Group.Init(ctx, s)
+}
+
+func (b *broken) Update(ctx context.Context, fn func(string, provider.State)) error {
+	switch b.mode {
+	case "hang-update":
+		<-ctx.Done()
+		select {} // ignore the deadline too
+	case "crash-update":
+		os.Exit(3)
+	case "bad-state":
+		fn("sim-bogus", provider.State("exploded"))
+	}
+	listed := map[string]bool{}
+	err := b.Group.Update(ctx, func(id string, s provider.State) {
+		if s == provider.StateDeleted {
+			return
+		}
+		listed[id] = true
+		fn(id, s)
+	})
+	if b.mode == "list-deleted" {
+		b.mu.Lock()
+		for _, id := range b.deleted {
+			if !listed[id] {
+				fn(id, provider.StateRunning)
+			}
+		}
+		b.mu.Unlock()
+	}
+	return err
+}
+
+func (b *broken) Decrease(ctx context.Context, ids []string) ([]string, error) {
+	acc, err := b.Group.Decrease(ctx, ids)
+	b.mu.Lock()
+	b.deleted = append(b.deleted, acc...)
+	b.mu.Unlock()
+	return acc, err
+}
+
+func (b *broken) ConnectInfo(ctx context.Context, id string) (provider.ConnectInfo, error) {
+	ci, err := b.Group.ConnectInfo(ctx, id)
+	if err == nil && b.mode == "no-host-key" {
+		ci.Addr, ci.HostKey = b.sshAddr, ""
+	}
+	return ci, err
+}
+
+func main() {
+	sdk.Serve(&broken{Group: sim.New(sim.Config{BootTime: 50 * time.Millisecond}, time.Now)})
+}
