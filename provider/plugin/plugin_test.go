@@ -182,7 +182,10 @@ func TestCrashInACallFailsThatCallOnly(t *testing.T) {
 }
 
 func TestGarbageListingIsRefusedWhole(t *testing.T) {
-	g, _ := open(t, brokenPlugin, "broken", `{"broken": "bad-state"}`, nil)
+	g, logs := open(t, brokenPlugin, "broken", `{"broken": "bad-state"}`, nil)
+	if want := `level=INFO msg="broken plugin initialised" plugin=broken mode=bad-state`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the plugin's own log line did not reach berth's log as %s:\n%s", want, logs)
+	}
 	g.Increase(context.Background(), 1)
 	called := 0
 	err := g.Update(context.Background(), func(string, provider.State) { called++ })
@@ -336,4 +339,3 @@ func TestHostKeyIsTrustedOnFirstUseAndRecorded(t *testing.T) {
 		t.Errorf("the host key of a deleted instance is still recorded: %q", rec)
 	}
 }
-

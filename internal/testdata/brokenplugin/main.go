@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ func (b *broken) Init(ctx context.Context, s provider.Settings) (provider.Info, 
 	delete(cfg, "ssh_addr")
 	rest, _ := json.Marshal(cfg)
 	s.Config = rest
+	slog.Info("broken plugin initialised", "mode", b.mode)
 	return b.Group.Init(ctx, s)
 }
 
