@@ -32,6 +32,7 @@ func main() {
 		newLogsCmd(),
 		newInstancesCmd(),
 		newBenchCmd(),
+		newProviderCmd(),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print berth's version",
@@ -39,7 +40,9 @@ func main() {
 		},
 	)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "berth:", err)
+		if _, quiet := err.(exitError); !quiet {
+			fmt.Fprintln(os.Stderr, "berth:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }

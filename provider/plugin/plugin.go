@@ -58,6 +58,10 @@ type Options struct {
 	// HostKeys records host keys the plugin cannot report (trust on first
 	// use). Nil refuses connections to instances without a host key.
 	HostKeys HostKeyStore
+	// PassMissingHostKeys returns ConnectInfo without a host key as the
+	// plugin gave it, for `berth provider test --skip-ssh`, which never
+	// connects. berth run never sets it.
+	PassMissingHostKeys bool
 }
 
 // Health is the state of a plugin, for /healthz.
@@ -524,7 +528,7 @@ func (g *Group) ConnectInfo(ctx context.Context, id string) (provider.ConnectInf
 	if ci.ID != id {
 		return provider.ConnectInfo{}, fmt.Errorf("provider plugin %s answered ConnectInfo(%s) about instance %q", g.opts.Name, id, ci.ID)
 	}
-	if ci.HostKey == "" {
+	if ci.HostKey == "" && !g.opts.PassMissingHostKeys {
 		return g.trustOnFirstUse(ctx, ci)
 	}
 	return ci, nil

@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"sync"
@@ -83,6 +84,9 @@ func (b *broken) Update(ctx context.Context, fn func(string, provider.State)) er
 
 func (b *broken) Decrease(ctx context.Context, ids []string) ([]string, error) {
 	acc, err := b.Group.Decrease(ctx, ids)
+	if errors.Is(err, sim.ErrUnknownInstance) {
+		err = nil // already gone: deletes are idempotent, as in berth-provider-sim
+	}
 	b.mu.Lock()
 	b.deleted = append(b.deleted, acc...)
 	b.mu.Unlock()
