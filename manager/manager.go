@@ -221,6 +221,7 @@ func (m *Manager) openProvider(as config.Autoscaler) (string, error) {
 		},
 	})
 	m.prov = m.plugin
+	m.metrics.ProviderRestarts.WithLabelValues(name) // shown as 0 until the first restart
 	return name, nil
 }
 

@@ -249,10 +249,10 @@ func (g *Group) fail(c *conn, why string) {
 	if time.Since(c.started) > 5*time.Minute {
 		g.backoff = g.opts.MinBackoff // it ran well for a while: a fresh start
 	}
+	g.wg.Add(1) // under the lock, so Shutdown's Wait sees it
 	g.mu.Unlock()
 	g.log.Error("provider plugin failed; restarting it", "reason", why, "pid", c.pid, "uptime", time.Since(c.started).Round(time.Millisecond))
 	go c.client.Kill()
-	g.wg.Add(1)
 	go g.restart()
 }
 
