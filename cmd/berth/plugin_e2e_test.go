@@ -249,3 +249,29 @@ func TestProviderTestNamesTheFailingCheck(t *testing.T) {
 		t.Errorf("bad --config: exit %d\n%s", code, out)
 	}
 }
+
+func TestHostKeyTrustedOnFirstUseForAPluginThatCannotReportIt(t *testing.T) {
+	bin := pluginBin(t, "internal/testdata/brokenplugin", "berth-provider-broken")
+	d := newDaemon(t, `
+[autoscaler]
+provider_path = "`+bin+`"
+max_instances = 1
+[autoscaler.provider_config]
+base = "local"
+broken = "no-host-key"
+`)
+	t.Cleanup(func() { d.stop(); removeSandboxes(t, filepath.Join(d.dir, "state", "provider", "broken")) })
+	for i := range 2 {
+		out, errOut, code := d.berth("submit", "--wait", "--", "echo via tofu on $(hostname)")
+		if code != 0 || !strings.HasPrefix(out, "via tofu on local-") {
+			t.Fatalf("job %d through a plugin without host keys: exit %d, output %q, stderr %s", i, code, out, errOut)
+		}
+	}
+	// One instance, two jobs: its key was learned once, then read from the store.
+	if n := strings.Count(d.log.String(), "trusting the instance's SSH host key on first use"); n != 1 {
+		t.Errorf("%d trust-on-first-use log lines for one instance, want 1:\n%s", n, d.log)
+	}
+	if !strings.Contains(d.log.String(), "fingerprint=SHA256:") {
+		t.Errorf("the trust-on-first-use line does not name the key's fingerprint")
+	}
+}

@@ -183,7 +183,7 @@ func TestCrashInACallFailsThatCallOnly(t *testing.T) {
 
 func TestGarbageListingIsRefusedWhole(t *testing.T) {
 	g, logs := open(t, brokenPlugin, "broken", `{"broken": "bad-state"}`, nil)
-	if want := `level=INFO msg="broken plugin initialised" plugin=broken mode=bad-state`; !strings.Contains(logs.String(), want) {
+	if want := `level=INFO msg="broken plugin initialised" plugin=broken base="" mode=bad-state`; !strings.Contains(logs.String(), want) {
 		t.Errorf("the plugin's own log line did not reach berth's log as %s:\n%s", want, logs)
 	}
 	g.Increase(context.Background(), 1)

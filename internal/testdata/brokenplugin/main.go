@@ -1,15 +1,15 @@
 // Command brokenplugin is a deliberately broken berth provider plugin for
-// tests: the simulated cloud with one fault chosen by the "broken" key of
-// its provider_config:
+// tests: a real provider ("base": "sim", the default, or "local") with one
+// fault chosen by the "broken" key of its provider_config:
 //
 //	"list-deleted"  deleted instances stay listed as running (a conformance failure)
 //	"bad-state"     Update lists an instance in a state that does not exist
 //	"hang-update"   Update never returns
 //	"crash-update"  the process exits in the middle of Update
-//	"no-host-key"   ConnectInfo reports no host key (and the address of a real
-//	                SSH server given as "ssh_addr"), as fleeting plugins do
+//	"no-host-key"   ConnectInfo reports no host key, as fleeting plugins do; with
+//	                sim the address is "ssh_addr" (a test's SSH server)
 //
-// Anything else, or no key, is the plain simulated cloud.
+// Anything else, or no key, is the plain provider.
 package main
 
 import (
@@ -22,12 +22,13 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/provider/local"
 	"github.com/berth-ci/berth/provider/sim"
 	"github.com/berth-ci/berth/sdk"
 )
 
 type broken struct {
-	*sim.Group
+	inner   provider.InstanceGroup
 	mode    string
 	sshAddr string
 
@@ -44,12 +45,19 @@ func (b *broken) Init(ctx context.Context, s provider.Settings) (provider.Info, 
 	}
 	b.mode, _ = cfg["broken"].(string)
 	b.sshAddr, _ = cfg["ssh_addr"].(string)
+	base, _ := cfg["base"].(string)
 	delete(cfg, "broken")
 	delete(cfg, "ssh_addr")
+	delete(cfg, "base")
 	rest, _ := json.Marshal(cfg)
 	s.Config = rest
-	slog.Info("broken plugin initialised", "mode", b.mode)
-	return b.Group.Init(ctx, s)
+	if base == "local" {
+		b.inner = local.New()
+	} else {
+		b.inner = sim.New(sim.Config{BootTime: 50 * time.Millisecond}, time.Now)
+	}
+	slog.Info("broken plugin initialised", "mode", b.mode, "base", base)
+	return b.inner.Init(ctx, s)
 }
 
 func (b *broken) Update(ctx context.Context, fn func(string, provider.State)) error {
@@ -63,7 +71,7 @@ func (b *broken) Update(ctx context.Context, fn func(string, provider.State)) er
 		fn("sim-bogus", provider.State("exploded"))
 	}
 	listed := map[string]bool{}
-	err := b.Group.Update(ctx, func(id string, s provider.State) {
+	err := b.inner.Update(ctx, func(id string, s provider.State) {
 		if s == provider.StateDeleted {
 			return
 		}
@@ -82,8 +90,10 @@ func (b *broken) Update(ctx context.Context, fn func(string, provider.State)) er
 	return err
 }
 
+func (b *broken) Increase(ctx context.Context, n int) (int, error) { return b.inner.Increase(ctx, n) }
+
 func (b *broken) Decrease(ctx context.Context, ids []string) ([]string, error) {
-	acc, err := b.Group.Decrease(ctx, ids)
+	acc, err := b.inner.Decrease(ctx, ids)
 	if errors.Is(err, sim.ErrUnknownInstance) {
 		err = nil // already gone: deletes are idempotent, as in berth-provider-sim
 	}
@@ -94,13 +104,21 @@ func (b *broken) Decrease(ctx context.Context, ids []string) ([]string, error) {
 }
 
 func (b *broken) ConnectInfo(ctx context.Context, id string) (provider.ConnectInfo, error) {
-	ci, err := b.Group.ConnectInfo(ctx, id)
+	ci, err := b.inner.ConnectInfo(ctx, id)
 	if err == nil && b.mode == "no-host-key" {
-		ci.Addr, ci.HostKey = b.sshAddr, ""
+		ci.HostKey = ""
+		if b.sshAddr != "" {
+			ci.Addr = b.sshAddr
+		}
 	}
 	return ci, err
 }
 
+func (b *broken) Heartbeat(ctx context.Context, id string) error { return b.inner.Heartbeat(ctx, id) }
+func (b *broken) Shutdown(ctx context.Context) error            { return b.inner.Shutdown(ctx) }
+
 func main() {
-	sdk.Serve(&broken{Group: sim.New(sim.Config{BootTime: 50 * time.Millisecond}, time.Now)})
+	local.RunSandboxIfRequested()
+	slog.SetDefault(sdk.Logger())
+	sdk.Serve(&broken{})
 }
