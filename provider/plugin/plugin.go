@@ -324,6 +324,7 @@ func (g *Group) conn(ctx context.Context) (*conn, error) {
 		}
 		select {
 		case <-up:
+		case <-g.stop:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: provider plugin %s is restarting (last failure: %s)", ErrUnavailable, g.opts.Name, last)
 		}

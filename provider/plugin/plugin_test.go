@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -337,5 +338,44 @@ func TestHostKeyIsTrustedOnFirstUseAndRecorded(t *testing.T) {
 	}
 	if rec, _ := st.HostKey(g.Info().ID, id); rec != "" {
 		t.Errorf("the host key of a deleted instance is still recorded: %q", rec)
+	}
+}
+
+func TestPluginThatCannotRestartIsRetriedUntilItCan(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "berth-provider-sim")
+	good, err := os.ReadFile(simPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := func(b []byte) {
+		t.Helper()
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(good)
+	g, logs := open(t, path, "sim", "", func(o *Options) { o.CallTimeout = 500 * time.Millisecond })
+	install([]byte("#!/bin/sh\necho 'not a plugin any more' >&2\nexit 1\n"))
+	syscall.Kill(g.Health().PID, syscall.SIGKILL)
+	waitFor(t, "failed restart attempts", func() bool { return strings.Count(logs.String(), "provider plugin restart failed") >= 2 })
+	if h := g.Health(); h.Status != "restarting" || h.PID != 0 || h.Restarts != 0 {
+		t.Errorf("Health while the plugin cannot start = %+v; want restarting, no pid, no restart yet", h)
+	}
+	err = g.Heartbeat(context.Background(), "x")
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "restarting") {
+		t.Errorf("a call while the plugin cannot start = %v; want ErrUnavailable saying it is restarting", err)
+	}
+	if !strings.Contains(logs.String(), "not a plugin any more") {
+		t.Errorf("the failed binary's stderr is not in the log:\n%s", logs)
+	}
+	install(good)
+	waitFor(t, "the restart to succeed", func() bool { h := g.Health(); return h.Status == "ok" && h.Restarts == 1 })
+	if n, err := g.Increase(context.Background(), 1); n != 1 || err != nil {
+		t.Errorf("Increase after the plugin came back = %d, %v", n, err)
 	}
 }
