@@ -115,7 +115,7 @@ func (b *broken) ConnectInfo(ctx context.Context, id string) (provider.ConnectIn
 }
 
 func (b *broken) Heartbeat(ctx context.Context, id string) error { return b.inner.Heartbeat(ctx, id) }
-func (b *broken) Shutdown(ctx context.Context) error            { return b.inner.Shutdown(ctx) }
+func (b *broken) Shutdown(ctx context.Context) error             { return b.inner.Shutdown(ctx) }
 
 func main() {
 	local.RunSandboxIfRequested()
