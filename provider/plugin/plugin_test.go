@@ -379,3 +379,11 @@ func TestPluginThatCannotRestartIsRetriedUntilItCan(t *testing.T) {
 		t.Errorf("Increase after the plugin came back = %d, %v", n, err)
 	}
 }
+
+func TestPluginRunByHandExplainsItself(t *testing.T) {
+	out, err := exec.Command(simPlugin).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "This binary is a plugin") {
+		t.Errorf("plugin run without berth's handshake cookie: %v\n%s", err, out)
+	}
+}
