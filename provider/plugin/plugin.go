@@ -3,10 +3,10 @@
 // over hashicorp/go-plugin.
 //
 // A Group is a provider.InstanceGroup whose calls go to the plugin process.
-// It owns that process: every call has a timeout; a plugin that exits, stops
-// answering or keeps timing out is killed and started again with
-// exponential backoff, re-initialised with the same settings, and the
-// caller's OnRestart hook asks the fleet for a fresh listing, which
+// It owns that process: every call has a timeout; a plugin that exits,
+// times out without answering a health check, or keeps timing out is
+// killed and started again with exponential backoff, re-initialised with
+// the same settings, and the caller's OnRestart hook asks the fleet for a fresh listing, which
 // reconciles the fleet with what the new process reports (the restart rules
 // of DESIGN.md). While a restart is under way calls wait for it, up to their
 // timeout, rather than fail at once. Whatever a plugin answers is checked
@@ -83,6 +83,7 @@ type Health struct {
 // conn is one running plugin process.
 type conn struct {
 	client   *goplugin.Client
+	rpc      goplugin.ClientProtocol
 	ig       *sdk.Client
 	pid      int
 	proto    int
@@ -168,7 +169,7 @@ func (g *Group) start(ctx context.Context) (*conn, provider.Info, error) {
 	if !ok {
 		return fail(fmt.Errorf("provider plugin %s: unexpected plugin type %T", g.opts.Path, raw))
 	}
-	c := &conn{client: client, ig: ig, proto: client.NegotiatedVersion(), started: time.Now()}
+	c := &conn{client: client, rpc: rpc, ig: ig, proto: client.NegotiatedVersion(), started: time.Now()}
 	if rc := client.ReattachConfig(); rc != nil {
 		c.pid = rc.Pid
 	}
@@ -373,12 +374,29 @@ func (g *Group) call1(ctx context.Context, method string, fn func(ctx context.Co
 		c.timeouts++
 		n := c.timeouts
 		g.mu.Unlock()
-		if n >= g.opts.HungAfter {
+		switch {
+		case n >= g.opts.HungAfter:
 			g.fail(c, fmt.Sprintf("%d calls in a row timed out (last: %s after %v)", n, method, g.opts.CallTimeout))
+		case !g.alive(c):
+			g.fail(c, fmt.Sprintf("%s timed out after %v and the process does not answer a health check", method, g.opts.CallTimeout))
 		}
 		return fmt.Errorf("provider plugin %s: %s timed out: %w", g.opts.Name, method, err)
 	}
 	return fmt.Errorf("provider plugin %s: %s: %w", g.opts.Name, method, err)
+}
+
+// alive asks the plugin's gRPC health service, which answers even while the
+// group's own code is busy: no answer within a few seconds means the
+// process is frozen (stopped, wedged), not merely slow.
+func (g *Group) alive(c *conn) bool {
+	done := make(chan error, 1)
+	go func() { done <- c.rpc.Ping() }() // Ping takes no context; the kill that follows a failure ends it
+	select {
+	case err := <-done:
+		return err == nil
+	case <-time.After(min(5*time.Second, g.opts.CallTimeout)):
+		return false
+	}
 }
 
 // Update implements provider.InstanceGroup. The listing is checked whole

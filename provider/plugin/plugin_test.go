@@ -387,3 +387,19 @@ func TestPluginRunByHandExplainsItself(t *testing.T) {
 		t.Errorf("plugin run without berth's handshake cookie: %v\n%s", err, out)
 	}
 }
+
+func TestFrozenPluginIsRestartedAfterOneTimeout(t *testing.T) {
+	g, _ := open(t, simPlugin, "sim", "", func(o *Options) { o.CallTimeout = 300 * time.Millisecond })
+	pid := g.Health().PID
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	if err := g.Heartbeat(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("Heartbeat on a stopped plugin = %v; want a timeout", err)
+	}
+	waitFor(t, "the frozen plugin to be replaced", func() bool { h := g.Health(); return h.Restarts == 1 && h.Status == "ok" })
+	if h := g.Health(); h.PID == pid || !strings.Contains(h.LastError, "health check") {
+		t.Errorf("Health = %+v; want a new process and the failed health check as the reason", h)
+	}
+}
