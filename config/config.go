@@ -145,6 +145,12 @@ type Autoscaler struct {
 	// ProviderConfig is [autoscaler.provider_config] as a JSON object, "{}"
 	// when absent; the provider decodes it.
 	ProviderConfig json.RawMessage
+	// ProviderPath names a provider plugin binary directly; it overrides
+	// Provider. Empty means look Provider up.
+	ProviderPath string
+	// PluginDir is where berth-provider-NAME binaries are looked for first;
+	// empty means next to the berth binary, then $PATH.
+	PluginDir string
 	// CapacityPerInstance is the number of slots per instance.
 	CapacityPerInstance int
 	// MaxInstances caps all instances together, suspended ones included.

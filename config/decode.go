@@ -383,6 +383,8 @@ func (d *decoder) readToken(t *table, s *Source) {
 
 func (d *decoder) autoscaler(t *table, a *Autoscaler) {
 	t.str("provider", &a.Provider)
+	t.str("provider_path", &a.ProviderPath)
+	t.str("plugin_dir", &a.PluginDir)
 	if pt := t.sub("provider_config"); pt != nil {
 		// The provider owns these keys; mark them all as used.
 		for k := range pt.m {

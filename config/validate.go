@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -187,6 +188,12 @@ func (c *Config) checkAutoscaler(k *checker) {
 	const p = "autoscaler."
 	if !providerName.MatchString(a.Provider) {
 		k.fail(p+"provider", a.Provider, `must be "local", "sim" or a plugin NAME (binary berth-provider-NAME): letters, digits, "-", "_" or "."`)
+	}
+	if a.ProviderPath != "" && !filepath.IsAbs(a.ProviderPath) {
+		k.fail(p+"provider_path", a.ProviderPath, "must be an absolute path to a provider plugin binary")
+	}
+	if a.PluginDir != "" && !filepath.IsAbs(a.PluginDir) {
+		k.fail(p+"plugin_dir", a.PluginDir, "must be an absolute path to the directory of berth-provider-NAME binaries")
 	}
 	if a.CapacityPerInstance < 1 {
 		k.fail(p+"capacity_per_instance", a.CapacityPerInstance, "must be at least 1")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/jobsource/queue"
+	"github.com/berth-ci/berth/provider/plugin"
 	"github.com/berth-ci/berth/scaler"
 )
 
@@ -76,6 +77,8 @@ type health struct {
 	// Status is "ok" or "degraded".
 	Status   string `json:"status"`
 	Provider string `json:"provider"`
+	// Plugin is the external provider plugin's state; nil for a built-in.
+	Plugin *plugin.Health `json:"provider_plugin,omitempty"`
 	// Problems say what is wrong and what to do, one entry per problem.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -87,6 +90,15 @@ func (m *Manager) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	h := health{Status: "ok", Provider: m.info.ID}
 	if err := m.queue.Health(); err != nil {
 		h.Problems = append(h.Problems, err.Error())
+	}
+	if m.plugin != nil {
+		// A restarting plugin degrades berth but is no reason to restart
+		// berth (berth restarts the plugin itself), so the answer stays 200.
+		ph := m.plugin.Health()
+		h.Plugin = &ph
+		if ph.Status != "ok" {
+			h.Status = "degraded"
+		}
 	}
 	if len(h.Problems) > 0 {
 		h.Status = "degraded"

@@ -29,6 +29,7 @@ import (
 	"github.com/berth-ci/berth/jobsource/queue"
 	"github.com/berth-ci/berth/metrics"
 	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/provider/plugin"
 	"github.com/berth-ci/berth/scaler"
 	"github.com/berth-ci/berth/store"
 )
@@ -58,14 +59,17 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	store   *store.Bolt
-	prov    provider.InstanceGroup
-	info    provider.Info
-	fleet   *fleet.Fleet
-	queue   *queue.Queue
-	sources []source
-	metrics *metrics.Metrics
-	runner  *executor.Runner
+	store  *store.Bolt
+	prov   provider.InstanceGroup
+	plugin *plugin.Group // nil for a built-in provider
+	info   provider.Info
+	// restarted signals a restart of the provider plugin.
+	restarted chan struct{}
+	fleet     *fleet.Fleet
+	queue     *queue.Queue
+	sources   []source
+	metrics   *metrics.Metrics
+	runner    *executor.Runner
 
 	auth  *authenticator
 	hosts hostPolicy
@@ -108,13 +112,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	}
 
 	as := cfg.Autoscaler
-	m.prov, err = provider.New(as.Provider)
+	m.metrics = metrics.New(func() scaler.Counts { return m.fleet.Counts() })
+	m.restarted = make(chan struct{}, 1)
+	provName, err := m.openProvider(as)
 	if err != nil {
-		return nil, fmt.Errorf("autoscaler.provider: %w", err)
+		return nil, err
 	}
-	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", as.Provider)})
+	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName)})
 	if err != nil {
-		return nil, fmt.Errorf("initialise provider %q: %w", as.Provider, err)
+		return nil, fmt.Errorf("initialise provider %q: %w", provName, err)
 	}
 	sched, err := as.NewSchedule()
 	if err != nil {
@@ -157,7 +163,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		core = scaler.New(coreCfg, time.Now())
 	}
 
-	m.metrics = metrics.New(func() scaler.Counts { return m.fleet.Counts() })
 	m.fleet = fleet.New(core, fleet.Options{
 		Provider:       m.prov,
 		Store:          m.store,
@@ -194,6 +199,38 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	return m, nil
 }
 
+// openProvider picks the provider: the plugin binary provider_path, else
+// the built-in of that name, else the plugin berth-provider-NAME (see
+// plugin.Find). It returns the provider's name.
+func (m *Manager) openProvider(as config.Autoscaler) (string, error) {
+	name, path := as.Provider, as.ProviderPath
+	if path == "" {
+		p, err := provider.New(name)
+		if err == nil {
+			m.prov = p
+			return name, nil
+		}
+		if path, err = plugin.Find(name, as.PluginDir); err != nil {
+			return "", fmt.Errorf("autoscaler.provider: %q is not a built-in provider (those are %v) and %w", name, provider.Names(), err)
+		}
+	} else {
+		name = plugin.NameOf(path)
+	}
+	m.plugin = plugin.New(plugin.Options{
+		Name: name, Path: path, Logger: m.log, HostKeys: m.store,
+		OnRestart: func() {
+			m.metrics.ProviderRestarts.WithLabelValues(name).Inc()
+			select { // Run asks the fleet for a listing, which reconciles
+			case m.restarted <- struct{}{}:
+			default:
+			}
+		},
+	})
+	m.prov = m.plugin
+	m.metrics.ProviderRestarts.WithLabelValues(name) // shown as 0 until the first restart
+	return name, nil
+}
+
 // readyHook runs instance_ready_command on a new instance.
 func (m *Manager) readyHook(ctx context.Context, id string) error {
 	ci, err := m.prov.ConnectInfo(ctx, id)
@@ -222,6 +259,16 @@ func (m *Manager) Run(ctx context.Context) error {
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	fleetDone := make(chan struct{})
 	go func() { m.fleet.Run(fleetCtx); close(fleetDone) }()
+	go func() { // a restarted plugin is reconciled by a listing at once
+		for {
+			select {
+			case <-m.restarted:
+				m.fleet.Kick()
+			case <-fleetCtx.Done():
+				return
+			}
+		}
+	}()
 
 	// Jobs run on their own context, so a stop signal does not kill them at once.
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))

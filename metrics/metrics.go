@@ -28,6 +28,8 @@ type Metrics struct {
 	TimeToReady prometheus.Histogram
 	// Jobs counts finished jobs by result.
 	Jobs *prometheus.CounterVec
+	// ProviderRestarts counts restarts of a provider plugin, by plugin name.
+	ProviderRestarts *prometheus.CounterVec
 }
 
 // New registers berth's metrics. counts is called at every scrape for the
@@ -52,8 +54,11 @@ func New(counts func() scaler.Counts) *Metrics {
 		Jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_jobs_total", Help: "Finished jobs by result.",
 		}, []string{"result"}),
+		ProviderRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_provider_restarts_total", Help: "Restarts of the provider plugin after it crashed, hung or broke its connection.",
+		}, []string{"provider"}),
 	}
-	m.reg.MustRegister(m.ScaleOps, m.Deletions, m.QueueWait, m.TimeToReady, m.Jobs,
+	m.reg.MustRegister(m.ScaleOps, m.Deletions, m.QueueWait, m.TimeToReady, m.Jobs, m.ProviderRestarts,
 		&fleetCollector{counts: counts},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -33,6 +33,7 @@ func main() {
 		newInstancesCmd(),
 		newTokenCmd(),
 		newBenchCmd(),
+		newProviderCmd(),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print berth's version",
@@ -40,7 +41,9 @@ func main() {
 		},
 	)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "berth:", err)
+		if _, quiet := err.(exitError); !quiet {
+			fmt.Fprintln(os.Stderr, "berth:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }

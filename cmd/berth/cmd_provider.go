@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/provider/plugin"
+	"github.com/berth-ci/berth/providertest"
+	"github.com/berth-ci/berth/store"
+)
+
+func newProviderCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "provider",
+		Short: "Work with provider plugins",
+	}
+	cmd.AddCommand(newProviderTestCmd())
+	return cmd
+}
+
+// exitError carries a process exit code without a message of its own.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+func (e exitError) ExitCode() int { return int(e) }
+
+func newProviderTestCmd() *cobra.Command {
+	var (
+		config   string
+		stateDir string
+		timeout  time.Duration
+		skipSSH  bool
+		verbose  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "test PATH",
+		Short: "Run the provider conformance suite against a plugin binary",
+		Long: `Starts the plugin binary at PATH the way berth does, initialises it with
+--config (the provider_config as a JSON object), and runs the conformance
+suite: it creates two real instances, logs in to them over SSH, checks
+heartbeats, suspend/resume (when the plugin has the capability) and deletion,
+and deletes everything it created. Each check is printed with PASS, FAIL or
+SKIP; the exit code is 0 only when no check failed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+				return fmt.Errorf("%s is not a plugin binary: %v", args[0], err)
+			}
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(config), &obj); err != nil {
+				return fmt.Errorf("--config must be a JSON object (the provider_config), e.g. '{\"region\": \"eu-west-1\"}': %v", err)
+			}
+			if stateDir == "" {
+				if stateDir, err = os.MkdirTemp("", "berth-provider-test"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(stateDir)
+			}
+			// Host keys a plugin cannot report are trusted on first use, as berth run does.
+			st, err := store.Open(filepath.Join(stateDir, "state.db"))
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			name := plugin.NameOf(path)
+			g := plugin.New(plugin.Options{Name: name, Path: path, Logger: log, HostKeys: st, PassMissingHostKeys: skipSSH})
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "conformance suite for provider plugin %s (%s)\n", name, path)
+			settings := provider.Settings{Config: json.RawMessage(config), StateDir: filepath.Join(stateDir, "provider", name)}
+			results := providertest.Check(context.Background(), g, settings, providertest.Options{Timeout: timeout, SkipSSH: skipSSH},
+				func(r providertest.CheckResult) {
+					fmt.Fprintf(out, "%-4s  %-20s %v\n", strings.ToUpper(string(r.Status)), r.Name, r.Duration.Round(time.Millisecond))
+					for _, m := range r.Messages {
+						fmt.Fprintf(out, "      %s\n", strings.ReplaceAll(m, "\n", "\n      "))
+					}
+				})
+			g.Shutdown(context.Background()) // after a failed Init the suite does not
+			var pass, fail, skip []string
+			for _, r := range results {
+				switch r.Status {
+				case providertest.Pass:
+					pass = append(pass, r.Name)
+				case providertest.Fail:
+					fail = append(fail, r.Name)
+				default:
+					skip = append(skip, r.Name)
+				}
+			}
+			if len(fail) > 0 {
+				fmt.Fprintf(out, "FAILED: %s (%d of %d checks passed, %d skipped)\n", strings.Join(fail, ", "), len(pass), len(results), len(skip))
+				return exitError(1)
+			}
+			fmt.Fprintf(out, "OK: the plugin conforms (%d of %d checks passed, %d skipped)\n", len(pass), len(results), len(skip))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "{}", "provider_config passed to the plugin, as a JSON object")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "directory the plugin may use (default: a temporary directory, removed afterwards)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for each state change (boot, delete, suspend, resume)")
+	cmd.Flags().BoolVar(&skipSSH, "skip-ssh", false, "skip the checks that log in to instances, for simulated providers without SSH servers")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the plugin's log lines")
+	return cmd
+}

@@ -1,0 +1,277 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/berth-ci/berth/sdk/proto"
+)
+
+// GRPCPlugin is the go-plugin glue of protocol version 1: on the plugin side
+// it serves Impl, on the host side it returns a client that implements
+// InstanceGroup and Suspender. Plugin authors need not use it; Serve does.
+type GRPCPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	// Impl is the served group; nil on the host side.
+	Impl InstanceGroup
+}
+
+// GRPCServer registers the instance-group service.
+func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterInstanceGroupServer(s, &server{impl: p.Impl})
+	return nil
+}
+
+// GRPCClient returns the host's view of the plugin's group.
+func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return &Client{rpc: pb.NewInstanceGroupClient(c)}, nil
+}
+
+// ErrSuspendUnsupported is returned by Client.Suspend and Client.Resume when
+// the plugin's group has no suspend capability.
+var ErrSuspendUnsupported = errors.New("the provider plugin does not support suspend/resume")
+
+// server adapts an InstanceGroup to the gRPC service. A panic in the group
+// becomes an error of that call (with the stack in the plugin's log) rather
+// than the end of the plugin.
+type server struct {
+	pb.UnimplementedInstanceGroupServer
+	impl InstanceGroup
+}
+
+func guard(method string, err *error) {
+	if r := recover(); r != nil {
+		slog.Error("provider panicked", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		*err = status.Errorf(codes.Internal, "%s panicked in the plugin: %v", method, r)
+	}
+}
+
+func rpcErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return status.Error(codes.Unknown, err.Error())
+}
+
+func (s *server) Init(ctx context.Context, r *pb.InitRequest) (_ *pb.InitResponse, err error) {
+	defer guard("Init", &err)
+	info, err := s.impl.Init(ctx, Settings{Config: r.GetConfigJson(), StateDir: r.GetStateDir()})
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	_, canSuspend := s.impl.(Suspender)
+	return &pb.InitResponse{Id: info.ID, MaxSize: int64(info.MaxSize), Version: info.Version,
+		Capabilities: &pb.Capabilities{Suspend: info.Capabilities.Suspend && canSuspend}}, nil
+}
+
+func (s *server) Update(ctx context.Context, _ *pb.UpdateRequest) (_ *pb.UpdateResponse, err error) {
+	defer guard("Update", &err)
+	resp := &pb.UpdateResponse{}
+	err = s.impl.Update(ctx, func(id string, st State) {
+		resp.Instances = append(resp.Instances, &pb.Instance{Id: id, State: string(st)})
+	})
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	return resp, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (s *server) Increase(ctx context.Context, r *pb.IncreaseRequest) (_ *pb.IncreaseResponse, err error) {
+	defer guard("Increase", &err)
+	n, err := s.impl.Increase(ctx, int(r.GetN()))
+	return &pb.IncreaseResponse{Created: int64(n), Error: errString(err)}, nil
+}
+
+func (s *server) Decrease(ctx context.Context, r *pb.IDsRequest) (_ *pb.IDsResponse, err error) {
+	defer guard("Decrease", &err)
+	acc, err := s.impl.Decrease(ctx, r.GetIds())
+	return &pb.IDsResponse{Accepted: acc, Error: errString(err)}, nil
+}
+
+func (s *server) ConnectInfo(ctx context.Context, r *pb.InstanceRequest) (_ *pb.ConnectInfoResponse, err error) {
+	defer guard("ConnectInfo", &err)
+	ci, err := s.impl.ConnectInfo(ctx, r.GetId())
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	return &pb.ConnectInfoResponse{Id: ci.ID, Addr: ci.Addr, Username: ci.Username, HostKey: ci.HostKey,
+		PrivateKey: ci.PrivateKey, Os: ci.OS, Arch: ci.Arch}, nil
+}
+
+func (s *server) Heartbeat(ctx context.Context, r *pb.InstanceRequest) (_ *pb.Empty, err error) {
+	defer guard("Heartbeat", &err)
+	if err := s.impl.Heartbeat(ctx, r.GetId()); err != nil {
+		return nil, rpcErr(err)
+	}
+	return &pb.Empty{}, nil
+}
+
+func (s *server) suspendResume(ctx context.Context, r *pb.IDsRequest, suspend bool) (_ *pb.IDsResponse, err error) {
+	sus, ok := s.impl.(Suspender)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, ErrSuspendUnsupported.Error())
+	}
+	var acc []string
+	if suspend {
+		defer guard("Suspend", &err)
+		acc, err = sus.Suspend(ctx, r.GetIds())
+	} else {
+		defer guard("Resume", &err)
+		acc, err = sus.Resume(ctx, r.GetIds())
+	}
+	return &pb.IDsResponse{Accepted: acc, Error: errString(err)}, nil
+}
+
+func (s *server) Suspend(ctx context.Context, r *pb.IDsRequest) (*pb.IDsResponse, error) {
+	return s.suspendResume(ctx, r, true)
+}
+
+func (s *server) Resume(ctx context.Context, r *pb.IDsRequest) (*pb.IDsResponse, error) {
+	return s.suspendResume(ctx, r, false)
+}
+
+func (s *server) Shutdown(ctx context.Context, _ *pb.Empty) (_ *pb.Empty, err error) {
+	defer guard("Shutdown", &err)
+	if err := s.impl.Shutdown(ctx); err != nil {
+		return nil, rpcErr(err)
+	}
+	return &pb.Empty{}, nil
+}
+
+// Client is the host side of a plugin's instance group: it implements
+// InstanceGroup and Suspender by calling the plugin. It translates only;
+// checking what the plugin answers is the host's business.
+type Client struct {
+	rpc pb.InstanceGroupClient
+}
+
+// callErr turns a gRPC status back into a plain error with the plugin's message.
+func callErr(method string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.Unknown:
+			return errors.New(st.Message())
+		case codes.Unimplemented:
+			if method == "Suspend" || method == "Resume" {
+				return ErrSuspendUnsupported
+			}
+		case codes.DeadlineExceeded:
+			return fmt.Errorf("%s: %w", st.Message(), context.DeadlineExceeded)
+		}
+	}
+	return err
+}
+
+func partial(s string) error {
+	if s == "" {
+		return nil
+	}
+	return errors.New(s)
+}
+
+// Init implements InstanceGroup.
+func (c *Client) Init(ctx context.Context, s Settings) (Info, error) {
+	r, err := c.rpc.Init(ctx, &pb.InitRequest{ConfigJson: s.Config, StateDir: s.StateDir})
+	if err != nil {
+		return Info{}, callErr("Init", err)
+	}
+	return Info{ID: r.GetId(), MaxSize: int(r.GetMaxSize()), Version: r.GetVersion(),
+		Capabilities: Capabilities{Suspend: r.GetCapabilities().GetSuspend()}}, nil
+}
+
+// Update implements InstanceGroup.
+func (c *Client) Update(ctx context.Context, fn func(id string, s State)) error {
+	r, err := c.rpc.Update(ctx, &pb.UpdateRequest{})
+	if err != nil {
+		return callErr("Update", err)
+	}
+	for _, in := range r.GetInstances() {
+		fn(in.GetId(), State(in.GetState()))
+	}
+	return nil
+}
+
+// Increase implements InstanceGroup.
+func (c *Client) Increase(ctx context.Context, n int) (int, error) {
+	r, err := c.rpc.Increase(ctx, &pb.IncreaseRequest{N: int64(n)})
+	if err != nil {
+		return 0, callErr("Increase", err)
+	}
+	return int(r.GetCreated()), partial(r.GetError())
+}
+
+// Decrease implements InstanceGroup.
+func (c *Client) Decrease(ctx context.Context, ids []string) ([]string, error) {
+	r, err := c.rpc.Decrease(ctx, &pb.IDsRequest{Ids: ids})
+	if err != nil {
+		return nil, callErr("Decrease", err)
+	}
+	return r.GetAccepted(), partial(r.GetError())
+}
+
+// ConnectInfo implements InstanceGroup.
+func (c *Client) ConnectInfo(ctx context.Context, id string) (ConnectInfo, error) {
+	r, err := c.rpc.ConnectInfo(ctx, &pb.InstanceRequest{Id: id})
+	if err != nil {
+		return ConnectInfo{}, callErr("ConnectInfo", err)
+	}
+	return ConnectInfo{ID: r.GetId(), Addr: r.GetAddr(), Username: r.GetUsername(), HostKey: r.GetHostKey(),
+		PrivateKey: r.GetPrivateKey(), OS: r.GetOs(), Arch: r.GetArch()}, nil
+}
+
+// Heartbeat implements InstanceGroup.
+func (c *Client) Heartbeat(ctx context.Context, id string) error {
+	_, err := c.rpc.Heartbeat(ctx, &pb.InstanceRequest{Id: id})
+	return callErr("Heartbeat", err)
+}
+
+// Suspend implements Suspender.
+func (c *Client) Suspend(ctx context.Context, ids []string) ([]string, error) {
+	r, err := c.rpc.Suspend(ctx, &pb.IDsRequest{Ids: ids})
+	if err != nil {
+		return nil, callErr("Suspend", err)
+	}
+	return r.GetAccepted(), partial(r.GetError())
+}
+
+// Resume implements Suspender.
+func (c *Client) Resume(ctx context.Context, ids []string) ([]string, error) {
+	r, err := c.rpc.Resume(ctx, &pb.IDsRequest{Ids: ids})
+	if err != nil {
+		return nil, callErr("Resume", err)
+	}
+	return r.GetAccepted(), partial(r.GetError())
+}
+
+// Shutdown implements InstanceGroup.
+func (c *Client) Shutdown(ctx context.Context) error {
+	_, err := c.rpc.Shutdown(ctx, &pb.Empty{})
+	return callErr("Shutdown", err)
+}
