@@ -68,6 +68,7 @@ func RunWithOptions(t *testing.T, newGroup func(t *testing.T) provider.InstanceG
 		}
 	})
 	s := &suite{g: g, info: info, timeout: opts.Timeout, onFailure: opts.OnFailure}
+	s.notes = s.watchNotices(t)
 
 	t.Run("BadIDs", s.badIDs)
 	t.Run("Lifecycle", s.lifecycle)
@@ -78,6 +79,7 @@ type suite struct {
 	info      provider.Info
 	timeout   time.Duration
 	onFailure func(t *testing.T)
+	notes     *notices // nil unless the group claims Capabilities.Notify
 }
 
 // list returns the group's current listing.
@@ -145,6 +147,7 @@ func (s *suite) badIDs(t *testing.T) {
 func (s *suite) lifecycle(t *testing.T) {
 	ctx := context.Background()
 	before := s.list(t)
+	mark := s.notes.mark()
 	n, err := s.g.Increase(ctx, 2)
 	if err != nil || n != 2 {
 		t.Fatalf("Increase(2) = %d, %v; want 2, nil", n, err)
@@ -158,6 +161,7 @@ func (s *suite) lifecycle(t *testing.T) {
 			s.g.Decrease(context.Background(), ids)
 		}
 	})
+	s.expectRunning(t, mark, 2, func(id string) bool { _, old := before[id]; return !old })
 	s.waitFor(t, "2 new instances running", func(l map[string]provider.State) bool {
 		ids = ids[:0]
 		running := 0
@@ -242,9 +246,11 @@ func (s *suite) suspendResume(t *testing.T, sus provider.Suspender, id string) {
 	if err := s.g.Heartbeat(ctx, id); err == nil {
 		t.Errorf("Heartbeat(%s) succeeded on a suspended instance", id)
 	}
+	mark := s.notes.mark()
 	if acc, err := sus.Resume(ctx, []string{id}); err != nil || len(acc) != 1 {
 		t.Fatalf("Resume(%s) = %v, %v", id, acc, err)
 	}
+	s.expectRunning(t, mark, 1, func(got string) bool { return got == id })
 	s.waitFor(t, id+" running after resume", func(l map[string]provider.State) bool { return l[id] == provider.StateRunning })
 	ci, err = s.g.ConnectInfo(ctx, id) // the address may change
 	if err != nil {

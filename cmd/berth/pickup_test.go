@@ -38,7 +38,15 @@ max_use_count = 1
 idle_count = 0
 preemptive_mode = false
 `)
-		report(t, "cold", pickups(t, d, n))
+		ps := pickups(t, d, n)
+		seen := map[string]bool{}
+		for _, p := range ps {
+			if seen[p.instance] {
+				t.Errorf("instance %s ran two jobs; with max_use_count = 1 every job must boot its own", p.instance)
+			}
+			seen[p.instance] = true
+		}
+		report(t, "cold", ps)
 	})
 	t.Run("hot", func(t *testing.T) {
 		d := newDaemon(t, `
@@ -54,6 +62,7 @@ idle_count = 1
 // pickup is one job's timeline, each step measured from submission.
 type pickup struct {
 	created, taken, script time.Duration
+	instance               string
 }
 
 // pickups submits n jobs one after the other and returns their timelines.
@@ -94,9 +103,10 @@ func pickups(t *testing.T, d *daemon, n int) []pickup {
 			continue // the first job also waits for the daemon's first listing
 		}
 		out = append(out, pickup{
-			created: done.CreatedAt.Sub(submitted),
-			taken:   done.StartedAt.Sub(submitted),
-			script:  time.Unix(0, ns).Sub(submitted),
+			created:  done.CreatedAt.Sub(submitted),
+			taken:    done.StartedAt.Sub(submitted),
+			script:   time.Unix(0, ns).Sub(submitted),
+			instance: done.Instance,
 		})
 	}
 	return out
