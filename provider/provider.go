@@ -132,13 +132,14 @@ type Suspender interface {
 // Capabilities.Notify.
 type Notifier interface {
 	// Notify registers fn, replacing any function registered before; nil
-	// stops the notifications. The provider calls fn(id, s) after an
-	// instance changed to state s, at the latest once an Update would list
-	// it in that state. It must report every instance that becomes
-	// StateRunning (after creating or resuming); other changes are
-	// optional. fn may be called from any goroutine, more than once for one
-	// change, and for a change that a later Update no longer shows; it
-	// returns quickly and does not call the provider.
+	// stops the notifications, and once Notify returns the function it
+	// replaced is not called any more. The provider calls fn(id, s) when instance
+	// id has changed to state s, and only once an Update would list it so.
+	// It must report every instance that becomes StateRunning (after
+	// creating or resuming); other changes are optional. fn may be called
+	// from any goroutine, more than once for one change, and for a change
+	// that a later Update no longer shows; it returns quickly and does not
+	// call the provider.
 	Notify(fn func(id string, s State))
 }
 

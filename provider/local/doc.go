@@ -63,6 +63,13 @@
 // directory is still there and the scaler should Decrease it. Nothing is
 // hidden.
 //
+// The provider implements provider.Notifier: an inotify watch on each
+// booting instance's directory sees the sandbox close its ready file right
+// before it accepts SSH connections, and the registered function hears
+// "running" within microseconds, so berth need not wait for its next
+// listing. Instances that were booting when berth restarted are not watched;
+// the periodic listing finds them.
+//
 // # Killing, suspending
 //
 // When a writable cgroup v2 tree with cgroup.kill is found (as root, usually),

@@ -76,13 +76,14 @@ func (w *readyWatcher) withFD(fn func(fd int) error) error {
 	return ferr
 }
 
-// emit calls the registered function, if any.
+// emit calls the registered function, if any. It holds the lock while fn
+// runs, so that once setFn returned the function it replaced is not called
+// any more (fn is quick and does not call the provider).
 func (w *readyWatcher) emit(id string, s provider.State) {
 	w.mu.Lock()
-	fn := w.fn
-	w.mu.Unlock()
-	if fn != nil {
-		fn(id, s)
+	defer w.mu.Unlock()
+	if w.fn != nil {
+		w.fn(id, s)
 	}
 }
 
