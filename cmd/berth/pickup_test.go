@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,7 +18,8 @@ import (
 // TestPickupLatency measures how long a job waits from submission until its
 // script runs, through the real binary on the local provider: "cold" with no
 // idle instance (on-demand mode, idle_count 0, max_use_count 1, so every job
-// boots a fresh sandbox) and "hot" with one warm idle instance. It is a
+// boots a fresh sandbox) and "hot" with one warm idle instance; as root, both
+// again with berth unprivileged. It is a
 // measurement, not a check, so it only runs when asked:
 //
 //	BERTH_PICKUP_JOBS=40 go test -run PickupLatency -v ./cmd/berth/
@@ -29,34 +31,42 @@ func TestPickupLatency(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set BERTH_PICKUP_JOBS=N to run N cold and N hot jobs and report their pickup latency")
 	}
-	t.Run("cold", func(t *testing.T) {
-		d := newDaemon(t, `
+	// As root, also measure an unprivileged berth (user namespaces, no
+	// cgroups), the setup recommended for untrusted jobs.
+	users := map[string][]string{"": nil}
+	if setpriv, err := exec.LookPath("setpriv"); err == nil && os.Getuid() == 0 {
+		users[" unprivileged"] = []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}
+	}
+	for user, prefix := range users {
+		t.Run("cold"+user, func(t *testing.T) {
+			d := newDaemon(t, `
 [autoscaler]
 max_instances = 4
 max_use_count = 1
 [[autoscaler.policy]]
 idle_count = 0
 preemptive_mode = false
-`)
-		ps := pickups(t, d, n)
-		seen := map[string]bool{}
-		for _, p := range ps {
-			if seen[p.instance] {
-				t.Errorf("instance %s ran two jobs; with max_use_count = 1 every job must boot its own", p.instance)
+`, prefix...)
+			ps := pickups(t, d, n)
+			seen := map[string]bool{}
+			for _, p := range ps {
+				if seen[p.instance] {
+					t.Errorf("instance %s ran two jobs; with max_use_count = 1 every job must boot its own", p.instance)
+				}
+				seen[p.instance] = true
 			}
-			seen[p.instance] = true
-		}
-		report(t, "cold", ps)
-	})
-	t.Run("hot", func(t *testing.T) {
-		d := newDaemon(t, `
+			report(t, "cold"+user, ps)
+		})
+		t.Run("hot"+user, func(t *testing.T) {
+			d := newDaemon(t, `
 [autoscaler]
 max_instances = 4
 [[autoscaler.policy]]
 idle_count = 1
-`)
-		report(t, "hot", pickups(t, d, n))
-	})
+`, prefix...)
+			report(t, "hot"+user, pickups(t, d, n))
+		})
+	}
 }
 
 // pickup is one job's timeline, each step measured from submission.
