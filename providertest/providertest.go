@@ -7,7 +7,10 @@
 //	}
 //
 // The suite creates real instances, logs in over SSH with the ConnectInfo the
-// provider returns, and deletes everything it created. It polls with
+// provider returns, and deletes everything it created. Optional capabilities
+// are checked when Info claims them: suspend and resume keep the disk, and a
+// provider.Notifier reports every instance that becomes running, never before
+// Update lists it so. It polls with
 // deadlines and makes no timing assertions, so slow providers pass too; set
 // Options.Timeout for very slow ones.
 package providertest
