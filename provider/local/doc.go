@@ -67,8 +67,8 @@
 // booting instance's directory sees the sandbox close its ready file right
 // before it accepts SSH connections, and the registered function hears
 // "running" within microseconds, so berth need not wait for its next
-// listing. Instances that were booting when berth restarted are not watched;
-// the periodic listing finds them.
+// listing. Instances that a previous berth process left booting are watched
+// from the first Notify on.
 //
 // # Killing, suspending
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"unsafe"
 
@@ -47,7 +48,7 @@ func (w *readyWatcher) setFn(fn func(id string, s provider.State)) {
 }
 
 // watch starts watching instance id's directory for its ready file.
-func (w *readyWatcher) watch(id, dir string) {
+func (w *readyWatcher) watch(id, dir string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var wd int
@@ -58,9 +59,22 @@ func (w *readyWatcher) watch(id, dir string) {
 	if err != nil {
 		// Not fatal: the next listing still finds the instance running.
 		w.log.Warn("cannot watch instance for readiness; berth learns it at its next listing", "id", id, "err", err)
-		return
+		return false
 	}
 	w.ids[int32(wd)] = id
+	return true
+}
+
+// unwatch stops watching instance id.
+func (w *readyWatcher) unwatch(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for wd, got := range w.ids {
+		if got == id {
+			delete(w.ids, wd)
+			_ = w.withFD(func(fd int) error { _, err := unix.InotifyRmWatch(fd, uint32(wd)); return err })
+		}
+	}
 }
 
 // withFD runs fn with the raw inotify descriptor, unless it is closed.
@@ -149,8 +163,38 @@ func (p *Provider) Notify(fn func(id string, s provider.State)) {
 		}
 		p.watcher = w
 		go w.run()
+		p.watcher.setFn(fn)
+		p.watchBooting(w)
+		return
 	}
 	p.watcher.setFn(fn)
+}
+
+// watchBooting watches the instances that are booting before anyone
+// listened, such as those a previous berth process started just before it
+// stopped, so that they are reported too.
+func (p *Provider) watchBooting(w *readyWatcher) {
+	entries, _ := os.ReadDir(filepath.Join(p.dir, "instances"))
+	for _, e := range entries {
+		id, dir := e.Name(), p.instDir(e.Name())
+		if checkID(id) != nil {
+			continue
+		}
+		if m, err := readMeta(dir); err != nil || m.State != wantRunning || readyNow(dir) {
+			continue
+		}
+		// The sandbox may have become ready just before the watch began.
+		if w.watch(id, dir) && readyNow(dir) {
+			w.unwatch(id)
+			w.emit(id, provider.StateRunning)
+		}
+	}
+}
+
+// readyNow reports whether the sandbox in dir has written its ready file.
+func readyNow(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, readyFile))
+	return err == nil && fi.Size() > 0
 }
 
 // watchReady watches instance id for readiness if anyone listens. Called

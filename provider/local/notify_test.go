@@ -4,6 +4,8 @@ package local_test
 
 import (
 	"context"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,5 +61,67 @@ func TestNotifyReportsReadyInstancesAndKeepsNoWatches(t *testing.T) {
 			t.Fatalf("%d instance directories still watched after every instance is ready or deleted", local.Watches(p))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An instance still booting when berth restarts is reported by the new
+// provider too. The sandbox is stopped (SIGSTOP) before it is ready, so the
+// new provider surely finds it booting, and continued once it listens.
+func TestNotifyReportsInstancesBootingAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	p1 := newGroup(t, dir, "")
+	ctx := context.Background()
+	var id string
+	var proc *os.Process
+	for try := 0; id == "" && try < 20; try++ {
+		before := states(t, p1)
+		if n, err := p1.Increase(ctx, 1); err != nil || n != 1 {
+			t.Fatalf("Increase(1) = %d, %v", n, err)
+		}
+		for got := range states(t, p1) {
+			if _, old := before[got]; !old {
+				id = got
+			}
+		}
+		m := readMeta(t, dir, id)
+		proc, _ = os.FindProcess(m.PID)
+		if err := proc.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if states(t, p1)[id] == provider.StateRunning {
+			// Ready before it stopped; try another.
+			proc.Signal(syscall.SIGCONT)
+			id = ""
+		}
+	}
+	if id == "" {
+		t.Fatal("every sandbox was ready before it could be stopped")
+	}
+	p1.Shutdown(ctx)
+
+	p2 := newGroup(t, dir, "")
+	ready := make(chan string, 10)
+	p2.Notify(func(got string, s provider.State) {
+		if s == provider.StateRunning {
+			ready <- got
+		}
+	})
+	defer p2.Notify(nil)
+	if err := proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case got := <-ready:
+			if got != id {
+				continue
+			}
+			if st := states(t, p2)[id]; st != provider.StateRunning {
+				t.Errorf("%s reported running but listed %q", id, st)
+			}
+			return
+		case <-time.After(time.Minute):
+			t.Fatalf("%s, booting across the restart, was not reported running within a minute (listed %q)", id, states(t, p2)[id])
+		}
 	}
 }
