@@ -160,6 +160,14 @@ func (s *suite) lifecycle(t *testing.T) {
 		if t.Failed() && s.onFailure != nil {
 			s.onFailure(t)
 		}
+		if ids == nil && t.Failed() {
+			// Failed before the new IDs were known: find them.
+			s.g.Update(context.Background(), func(id string, _ provider.State) {
+				if _, old := before[id]; !old {
+					ids = append(ids, id)
+				}
+			})
+		}
 		if len(ids) > 0 {
 			s.g.Decrease(context.Background(), ids)
 		}
