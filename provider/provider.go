@@ -49,7 +49,7 @@ type Capabilities struct {
 	// Notify is true when the provider implements Notifier: it reports at
 	// least every instance that becomes running, so berth need not wait for
 	// its next listing to learn that.
-	Notify bool `json:"notify,omitempty"`
+	Notify bool `json:"notify"`
 }
 
 // Info describes an initialised instance group.
