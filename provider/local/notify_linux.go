@@ -30,15 +30,18 @@ type readyWatcher struct {
 
 	mu  sync.Mutex
 	fn  func(id string, s provider.State)
-	ids map[int32]string // watch descriptor → instance ID
+	ids map[int32]watched // by watch descriptor
 }
+
+// watched is an instance directory being watched.
+type watched struct{ id, dir string }
 
 func newReadyWatcher(log *slog.Logger) (*readyWatcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	return &readyWatcher{file: os.NewFile(uintptr(fd), "inotify"), log: log, ids: map[int32]string{}}, nil
+	return &readyWatcher{file: os.NewFile(uintptr(fd), "inotify"), log: log, ids: map[int32]watched{}}, nil
 }
 
 func (w *readyWatcher) setFn(fn func(id string, s provider.State)) {
@@ -61,7 +64,7 @@ func (w *readyWatcher) watch(id, dir string) bool {
 		w.log.Warn("cannot watch instance for readiness; berth learns it at its next listing", "id", id, "err", err)
 		return false
 	}
-	w.ids[int32(wd)] = id
+	w.ids[int32(wd)] = watched{id, dir}
 	return true
 }
 
@@ -70,7 +73,7 @@ func (w *readyWatcher) unwatch(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for wd, got := range w.ids {
-		if got == id {
+		if got.id == id {
 			delete(w.ids, wd)
 			_ = w.withFD(func(fd int) error { _, err := unix.InotifyRmWatch(fd, uint32(wd)); return err })
 		}
@@ -123,7 +126,7 @@ func (w *readyWatcher) run() {
 
 func (w *readyWatcher) handle(wd int32, mask uint32, name string) {
 	w.mu.Lock()
-	id, ok := w.ids[wd]
+	got, ok := w.ids[wd]
 	switch {
 	case !ok:
 		w.mu.Unlock()
@@ -132,7 +135,9 @@ func (w *readyWatcher) handle(wd int32, mask uint32, name string) {
 		delete(w.ids, wd)
 		w.mu.Unlock()
 		return
-	case mask&unix.IN_CLOSE_WRITE == 0 || name != readyFile:
+	case mask&unix.IN_CLOSE_WRITE == 0 || name != readyFile || !readyNow(got.dir):
+		// An empty ready file closed is not readiness: whoever prepared
+		// it for the sandbox closed their copy, or the sandbox died.
 		w.mu.Unlock()
 		return
 	}
@@ -140,7 +145,7 @@ func (w *readyWatcher) handle(wd int32, mask uint32, name string) {
 	delete(w.ids, wd)
 	_ = w.withFD(func(fd int) error { _, err := unix.InotifyRmWatch(fd, uint32(wd)); return err })
 	w.mu.Unlock()
-	w.emit(id, provider.StateRunning)
+	w.emit(got.id, provider.StateRunning)
 }
 
 func (w *readyWatcher) close() error { return w.file.Close() }
