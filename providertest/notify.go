@@ -1,16 +1,72 @@
 package providertest
 
 import (
+	"context"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/berth-ci/berth/provider"
 )
 
-// notices records what a provider that claims Capabilities.Notify reports
-// through provider.Notifier, so the suite can check that every instance
-// that becomes running is reported, and only once Update lists it so.
+// tb is what the notification check needs of a test; *testing.T has it.
+type tb interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// notify checks a provider that claims Capabilities.Notify: it must
+// implement provider.Notifier and report every instance that becomes
+// running, after Increase and after Resume, and only once Update lists the
+// instance running too. A provider that does not claim it passes at once.
+func (s *suite) notify(t tb) {
+	if !s.info.Capabilities.Notify {
+		return
+	}
+	n, ok := s.g.(provider.Notifier)
+	if !ok {
+		t.Fatalf("Info.Capabilities.Notify is true but %T does not implement provider.Notifier", s.g)
+	}
+	ns := &notices{arrived: make(chan struct{})}
+	n.Notify(ns.add)
+	defer n.Notify(nil)
+	ctx := context.Background()
+
+	before := s.listing(t)
+	if got, err := s.g.Increase(ctx, 1); err != nil || got != 1 {
+		t.Fatalf("Increase(1) = %d, %v; want 1, nil", got, err)
+	}
+	var id string
+	defer func() {
+		if id == "" { // failed before the new instance was reported
+			for got := range s.listing(t) {
+				if _, old := before[got]; !old {
+					id = got
+				}
+			}
+		}
+		if id != "" {
+			s.g.Decrease(context.Background(), []string{id})
+		}
+	}()
+	id = s.expectRunning(t, ns, 0, func(got string) bool { _, old := before[got]; return !old })
+
+	sus, ok := s.g.(provider.Suspender)
+	if !ok || !s.info.Capabilities.Suspend {
+		return
+	}
+	if acc, err := sus.Suspend(ctx, []string{id}); err != nil || len(acc) != 1 {
+		t.Fatalf("Suspend(%s) = %v, %v", id, acc, err)
+	}
+	s.waitListed(t, id, provider.StateSuspended)
+	mark := ns.mark()
+	if acc, err := sus.Resume(ctx, []string{id}); err != nil || len(acc) != 1 {
+		t.Fatalf("Resume(%s) = %v, %v", id, acc, err)
+	}
+	s.expectRunning(t, ns, mark, func(got string) bool { return got == id })
+}
+
+// notices records what the provider reports.
 type notices struct {
 	mu      sync.Mutex
 	got     []notice
@@ -22,85 +78,82 @@ type notice struct {
 	state provider.State
 }
 
-// watchNotices registers with the group when it claims to notify, and
-// returns nil otherwise. A group that claims it without implementing
-// provider.Notifier fails the suite.
-func (s *suite) watchNotices(t *testing.T) *notices {
-	n, ok := s.g.(provider.Notifier)
-	if !s.info.Capabilities.Notify {
-		return nil
-	}
-	if !ok {
-		t.Errorf("Info.Capabilities.Notify is true but %T does not implement provider.Notifier", s.g)
-		return nil
-	}
-	ns := &notices{arrived: make(chan struct{})}
-	n.Notify(func(id string, st provider.State) {
-		if !st.Valid() {
-			t.Errorf("Notify reported instance %s in invalid state %q", id, st)
-		}
-		ns.mu.Lock()
-		defer ns.mu.Unlock()
-		ns.got = append(ns.got, notice{id, st})
-		close(ns.arrived)
-		ns.arrived = make(chan struct{})
-	})
-	t.Cleanup(func() { n.Notify(nil) })
-	return ns
+func (ns *notices) add(id string, st provider.State) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ns.got = append(ns.got, notice{id, st})
+	close(ns.arrived)
+	ns.arrived = make(chan struct{})
 }
 
 // mark returns a position in the notices; expectRunning looks only after it.
 func (ns *notices) mark() int {
-	if ns == nil {
-		return 0
-	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	return len(ns.got)
-}
-
-// expectRunning waits until n distinct instances that match were reported
-// running after mark, and checks on each report that Update then lists the
-// instance running too: a notification may come only once Update would
-// show the change. It does nothing for a group that does not claim to
-// notify.
-func (s *suite) expectRunning(t *testing.T, mark, n int, match func(id string) bool) {
-	t.Helper()
-	ns := s.notes
-	if ns == nil {
-		return
-	}
-	deadline := time.After(s.timeout)
-	seen := map[string]bool{}
-	for next := mark; len(seen) < n; {
-		ns.mu.Lock()
-		fresh := append([]notice(nil), ns.got[next:]...)
-		next = len(ns.got)
-		arrived := ns.arrived
-		ns.mu.Unlock()
-		for _, no := range fresh {
-			if no.state != provider.StateRunning || !match(no.id) || seen[no.id] {
-				continue
-			}
-			seen[no.id] = true
-			if st := s.list(t)[no.id]; st != provider.StateRunning {
-				t.Errorf("Notify reported %s running, but Update then lists it %q", no.id, st)
-			}
-		}
-		if len(seen) >= n {
-			break
-		}
-		select {
-		case <-arrived:
-		case <-deadline:
-			t.Fatalf("Info.Capabilities.Notify is true, but after %v only %d of %d instances were reported running (notifications since: %v)",
-				s.timeout, len(seen), n, ns.since(mark))
-		}
-	}
 }
 
 func (ns *notices) since(mark int) []notice {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	return append([]notice(nil), ns.got[mark:]...)
+}
+
+// expectRunning waits until an instance that matches was reported running
+// after mark and returns its ID; the listing right after the report must
+// show it running too.
+func (s *suite) expectRunning(t tb, ns *notices, mark int, match func(id string) bool) string {
+	t.Helper()
+	deadline := time.After(s.timeout)
+	for next := mark; ; {
+		ns.mu.Lock()
+		fresh := append([]notice(nil), ns.got[next:]...)
+		next = len(ns.got)
+		arrived := ns.arrived
+		ns.mu.Unlock()
+		for _, no := range fresh {
+			if !no.state.Valid() {
+				t.Errorf("Notify reported instance %s in invalid state %q", no.id, no.state)
+			}
+			if no.state != provider.StateRunning || !match(no.id) {
+				continue
+			}
+			if st := s.listing(t)[no.id]; st != provider.StateRunning {
+				t.Errorf("Notify reported %s running, but Update then lists it %q", no.id, st)
+			}
+			return no.id
+		}
+		select {
+		case <-arrived:
+		case <-deadline:
+			t.Fatalf("Info.Capabilities.Notify is true, but no instance was reported running within %v (notifications: %v; listing: %v)",
+				s.timeout, ns.since(mark), s.listing(t))
+		}
+	}
+}
+
+// listing returns the group's current listing.
+func (s *suite) listing(t tb) map[string]provider.State {
+	t.Helper()
+	got := map[string]provider.State{}
+	if err := s.g.Update(context.Background(), func(id string, st provider.State) { got[id] = st }); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	return got
+}
+
+// waitListed polls Update until id is listed in state want.
+func (s *suite) waitListed(t tb, id string, want provider.State) {
+	t.Helper()
+	deadline := time.Now().Add(s.timeout)
+	for {
+		st := s.listing(t)[id]
+		if st == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s to be %q; it is %q", s.timeout, id, want, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
