@@ -64,8 +64,8 @@
 // hidden.
 //
 // The provider implements provider.Notifier: an inotify watch on each
-// booting instance's directory sees the sandbox close its ready file right
-// before it accepts SSH connections, and the registered function hears
+// booting instance's directory sees the sandbox write its ready file as it
+// starts serving SSH, and the registered function hears
 // "running" within microseconds, so berth need not wait for its next
 // listing. Instances that a previous berth process left booting are watched
 // from the first Notify on.

@@ -16,10 +16,10 @@ import (
 )
 
 // readyWatcher tells the function registered with Notify the moment a
-// sandbox starts serving SSH. The sandbox writes and closes its ready file
-// right before it accepts connections; an inotify watch on the instance
-// directory sees that close within microseconds, where a caller polling
-// Update would see it only at its next listing.
+// sandbox starts serving SSH. The sandbox writes its ready file once its SSH
+// listener is set up; an inotify watch on the instance directory sees that
+// write within microseconds, where a caller polling Update would see it only
+// at its next listing. Like Update, it counts only a non-empty ready file.
 //
 // Watches are per instance directory (inotify is not recursive, so a job
 // writing to its disk/ makes no events). A directory is watched from just
@@ -56,7 +56,9 @@ func (w *readyWatcher) watch(id, dir string) bool {
 	defer w.mu.Unlock()
 	var wd int
 	err := w.withFD(func(fd int) (err error) {
-		wd, err = unix.InotifyAddWatch(fd, dir, unix.IN_CLOSE_WRITE|unix.IN_ONLYDIR)
+		// The write of the ready file is the moment; its close may come
+		// later when another process shares the open file.
+		wd, err = unix.InotifyAddWatch(fd, dir, unix.IN_MODIFY|unix.IN_CLOSE_WRITE|unix.IN_ONLYDIR)
 		return err
 	})
 	if err != nil {
@@ -135,7 +137,7 @@ func (w *readyWatcher) handle(wd int32, mask uint32, name string) {
 		delete(w.ids, wd)
 		w.mu.Unlock()
 		return
-	case mask&unix.IN_CLOSE_WRITE == 0 || name != readyFile || !readyNow(got.dir):
+	case mask&(unix.IN_MODIFY|unix.IN_CLOSE_WRITE) == 0 || name != readyFile || !readyNow(got.dir):
 		// An empty ready file closed is not readiness: whoever prepared
 		// it for the sandbox closed their copy, or the sandbox died.
 		w.mu.Unlock()
