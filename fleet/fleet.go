@@ -286,11 +286,21 @@ func (f *Fleet) Kick() {
 }
 
 // Run lists the provider and ticks the core until ctx is done, then waits for
-// provider calls in flight.
+// provider calls in flight. A provider that implements provider.Notifier
+// makes it list at once when an instance changes state, so a job waiting for
+// a booting instance starts the moment the instance is ready rather than at
+// the next periodic listing.
 func (f *Fleet) Run(ctx context.Context) error {
 	f.mu.Lock()
 	f.ctx = ctx
 	f.mu.Unlock()
+	if n, ok := f.opts.Provider.(provider.Notifier); ok {
+		n.Notify(func(id string, s provider.State) {
+			f.log.Debug("provider reported a state change; listing now", "id", id, "state", s)
+			f.Kick()
+		})
+		defer n.Notify(nil)
+	}
 	f.update(ctx) // the first listing reconciles a restored state
 	upd := time.NewTicker(f.opts.UpdateInterval)
 	tick := time.NewTicker(f.opts.TickInterval)

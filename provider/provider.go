@@ -46,6 +46,10 @@ func (s State) Valid() bool {
 type Capabilities struct {
 	// Suspend is true when the provider implements Suspender.
 	Suspend bool `json:"suspend"`
+	// Notify is true when the provider implements Notifier: it reports at
+	// least every instance that becomes running, so berth need not wait for
+	// its next listing to learn that.
+	Notify bool `json:"notify"`
 }
 
 // Info describes an initialised instance group.
@@ -113,6 +117,30 @@ type Suspender interface {
 	Suspend(ctx context.Context, ids []string) ([]string, error)
 	// Resume resumes the given instances and returns the IDs it accepted.
 	Resume(ctx context.Context, ids []string) ([]string, error)
+}
+
+// Notifier is the optional capability of a provider that learns by itself
+// when an instance changes state, so that berth hears of it at once rather
+// than at its next periodic Update. A cold job waits for its instance to
+// become running; a provider that knows that moment within milliseconds
+// (the local provider does) saves the job up to a whole listing interval.
+//
+// A notification is a hint, never the truth: Update stays the only source
+// of instance state. On a notification berth lists the group again, and it
+// keeps listing periodically, so a lost notification costs latency, not
+// correctness. A provider that implements Notifier sets
+// Capabilities.Notify.
+type Notifier interface {
+	// Notify registers fn, replacing any function registered before; nil
+	// stops the notifications, and once Notify returns the function it
+	// replaced is not called any more. The provider calls fn(id, s) when instance
+	// id has changed to state s, and only once an Update would list it so.
+	// It must report every instance that becomes StateRunning (after
+	// creating or resuming); other changes are optional. fn may be called
+	// from any goroutine, more than once for one change, and for a change
+	// that a later Update no longer shows; it returns quickly and does not
+	// call the provider.
+	Notify(fn func(id string, s State))
 }
 
 // ErrUnknownProvider is returned by New for a name nobody registered.

@@ -7,7 +7,9 @@
 //	}
 //
 // The suite creates real instances, logs in over SSH with the ConnectInfo the
-// provider returns, and deletes everything it created. It polls with
+// provider returns, and deletes everything it created. A provider that
+// claims Capabilities.Notify must report every instance that becomes
+// running, never before Update lists it so. It polls with
 // deadlines and makes no timing assertions, so slow providers pass too; set
 // Options.Timeout for very slow ones.
 //
@@ -79,6 +81,7 @@ var checks = []check{
 	{name: "WrongHostKeyRefused", needsIDs: true, needsSSH: true, run: (*suite).wrongHostKey},
 	{name: "Heartbeat", needsIDs: true, run: (*suite).heartbeat},
 	{name: "SuspendResume", needsIDs: true, needsSusp: true, run: (*suite).suspendResume},
+	{name: "Notify", run: (*suite).notify},
 	{name: "Decrease", needsIDs: true, run: (*suite).decrease},
 	{name: "DecreaseIdempotent", needsIDs: true, run: (*suite).decreaseAgain},
 }

@@ -63,6 +63,13 @@
 // directory is still there and the scaler should Decrease it. Nothing is
 // hidden.
 //
+// The provider implements provider.Notifier: an inotify watch on each
+// booting instance's directory sees the sandbox write its ready file as it
+// starts serving SSH, and the registered function hears
+// "running" within microseconds, so berth need not wait for its next
+// listing. Instances that a previous berth process left booting are watched
+// from the first Notify on.
+//
 // # Killing, suspending
 //
 // When a writable cgroup v2 tree with cgroup.kill is found (as root, usually),

@@ -63,8 +63,9 @@ type Provider struct {
 	cgroups   *cgroupRoot
 	log       *slog.Logger
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // per-instance operation locks
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex // per-instance operation locks
+	watcher *readyWatcher          // set by Notify; nil until someone listens
 }
 
 // New returns an uninitialised local provider.
@@ -130,7 +131,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	return provider.Info{
 		ID:           "local/" + p.group,
 		Version:      Version,
-		Capabilities: provider.Capabilities{Suspend: true},
+		Capabilities: provider.Capabilities{Suspend: true, Notify: canNotify()},
 	}, nil
 }
 
@@ -421,6 +422,7 @@ func (p *Provider) start(m *meta) error {
 	if err := writeJSON(filepath.Join(dir, metaFile), m); err != nil {
 		return err
 	}
+	p.watchReady(m.ID)
 	cmd, err := p.command(dir, lnFile, m.Cgroup)
 	if err != nil {
 		return err
@@ -711,7 +713,13 @@ func (p *Provider) Resume(ctx context.Context, ids []string) ([]string, error) {
 				return err
 			}
 			m.State, m.Boot = wantRunning, string(provider.StateResuming)
-			return writeJSON(filepath.Join(p.instDir(id), metaFile), m)
+			if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+				return err
+			}
+			// A thawed sandbox serves SSH at once; a restarted one says so
+			// through its ready file (watchReady).
+			p.notify(id, provider.StateRunning)
+			return nil
 		}
 		if err := p.kill(m); err != nil { // leftovers of a frozen cgroup
 			return err
@@ -805,8 +813,16 @@ func (p *Provider) Heartbeat(ctx context.Context, id string) error {
 	return sc.Close()
 }
 
-// Shutdown does nothing: instances keep running and a later Init on the same
-// state directory adopts them.
-func (p *Provider) Shutdown(ctx context.Context) error { return nil }
+// Shutdown stops notifications; instances keep running and a later Init on
+// the same state directory adopts them.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watcher != nil {
+		p.watcher.close()
+		p.watcher = nil
+	}
+	return nil
+}
 
 var _ provider.Suspender = (*Provider)(nil)
