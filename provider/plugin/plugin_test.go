@@ -184,9 +184,9 @@ func TestCrashInACallFailsThatCallOnly(t *testing.T) {
 
 func TestGarbageListingIsRefusedWhole(t *testing.T) {
 	g, logs := open(t, brokenPlugin, "broken", `{"broken": "bad-state"}`, nil)
-	if want := `level=INFO msg="broken plugin initialised" plugin=broken base="" mode=bad-state`; !strings.Contains(logs.String(), want) {
-		t.Errorf("the plugin's own log line did not reach berth's log as %s:\n%s", want, logs)
-	}
+	// The plugin's stderr is forwarded asynchronously, so wait for it.
+	want := `level=INFO msg="broken plugin initialised" plugin=broken base="" mode=bad-state`
+	waitFor(t, "the plugin's own log line in berth's log as "+want, func() bool { return strings.Contains(logs.String(), want) })
 	g.Increase(context.Background(), 1)
 	called := 0
 	err := g.Update(context.Background(), func(string, provider.State) { called++ })
@@ -395,6 +395,16 @@ func TestFrozenPluginIsRestartedAfterOneTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Kill(pid, syscall.SIGCONT)
+	// SIGSTOP takes effect asynchronously: wait until the kernel shows the
+	// process stopped, else the call may still be answered.
+	waitFor(t, "the plugin process to stop", func() bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		return len(f) > 0 && f[0] == "T"
+	})
 	if err := g.Heartbeat(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("Heartbeat on a stopped plugin = %v; want a timeout", err)
 	}
