@@ -191,7 +191,7 @@ func (c *Cloud) setDesired(name, desired string) (any, *apiError) {
 
 func (c *Cloud) activity(desc string) asgActivity {
 	return asgActivity{ActivityID: requestID(), AutoScalingGroupName: c.group.name, Description: desc,
-		Cause: "At " + c.now().UTC().Format(time.RFC3339) + " a user request was made.",
+		Cause:     "At " + c.now().UTC().Format(time.RFC3339) + " a user request was made.",
 		StartTime: c.now().UTC().Format("2006-01-02T15:04:05.000Z"), StatusCode: "InProgress"}
 }
 

@@ -81,6 +81,9 @@ type Options struct {
 	// Dir holds the instances' home directories; default a temp dir
 	// removed by Close.
 	Dir string
+	// Clock returns the cloud's time; default time.Now. Tests that step
+	// through listing lag or boots deterministically pass their own.
+	Clock func() time.Time
 }
 
 // Cloud is a fake AWS region holding one Auto Scaling group.
@@ -152,7 +155,10 @@ func New(opts Options) (*Cloud, error) {
 		opts.Username = "ec2-user"
 	}
 	c := &Cloud{opts: opts, instances: map[string]*Instance{}, throttle: map[string]int{},
-		denied: map[string]bool{}, calls: map[string]int{}, eicKeys: map[string][]eicKey{}, now: time.Now}
+		denied: map[string]bool{}, calls: map[string]int{}, eicKeys: map[string][]eicKey{}, now: opts.Clock}
+	if c.now == nil {
+		c.now = time.Now
+	}
 	if c.opts.Dir == "" {
 		d, err := os.MkdirTemp("", "awsfake-")
 		if err != nil {

@@ -16,25 +16,16 @@ import (
 // The EC2 query API's XML shapes, as documented in its API reference:
 // lowerCamelCase elements directly under <ActionResponse>, lists as <item>.
 
+// ec2Response is <ActionResponse xmlns=...> holding the body's fields
+// directly: EC2 has no Result wrapper. Every body starts with requestId.
 type ec2Response struct {
 	action string
 	body   any
 }
 
 func (r ec2Response) MarshalXML(e *xml.Encoder, _ xml.StartElement) error {
-	start := xml.StartElement{Name: xml.Name{Local: r.action + "Response"},
-		Attr: []xml.Attr{{Name: xml.Name{Local: "xmlns"}, Value: ec2XMLNS}}}
-	if err := e.EncodeToken(start); err != nil {
-		return err
-	}
-	if err := e.EncodeElement(requestID(), xml.StartElement{Name: xml.Name{Local: "requestId"}}); err != nil {
-		return err
-	}
-	// The body's fields become the response's children.
-	if err := e.EncodeElement(r.body, xml.StartElement{Name: xml.Name{Local: "x"}}); err != nil {
-		return err
-	}
-	return e.EncodeToken(start.End())
+	return e.EncodeElement(r.body, xml.StartElement{Name: xml.Name{Local: r.action + "Response"},
+		Attr: []xml.Attr{{Name: xml.Name{Local: "xmlns"}, Value: ec2XMLNS}}})
 }
 
 type ec2State struct {
@@ -205,9 +196,10 @@ func (c *Cloud) describeInstances(f url.Values) (any, *apiError) {
 		res = append(res, ec2Reservation{ReservationID: "r-" + in.ID[2:], OwnerID: "123456789012", Instances: []ec2Instance{c.ec2XML(in)}})
 	}
 	return struct {
+		RequestID    string           `xml:"requestId"`
 		Reservations []ec2Reservation `xml:"reservationSet>item"`
 		NextToken    string           `xml:"nextToken,omitempty"`
-	}{res, next}, nil
+	}{requestID(), res, next}, nil
 }
 
 func (c *Cloud) stopStart(ids []string, stop bool) (any, *apiError) {
@@ -254,8 +246,9 @@ func (c *Cloud) stopStart(ids []string, stop bool) (any, *apiError) {
 		changes = append(changes, ec2StateChange{id, ec2State{ec2Codes[in.State], in.State}, ec2State{ec2Codes[prev], prev}})
 	}
 	return struct {
-		Changes []ec2StateChange `xml:"instancesSet>item"`
-	}{changes}, nil
+		RequestID string           `xml:"requestId"`
+		Changes   []ec2StateChange `xml:"instancesSet>item"`
+	}{requestID(), changes}, nil
 }
 
 // consoleOutput prints what cloud-init prints at the end of a boot: the
@@ -271,10 +264,11 @@ func (c *Cloud) consoleOutput(id string) (any, *apiError) {
 		out = consoleText(in, c.opts.Console)
 	}
 	return struct {
+		RequestID  string `xml:"requestId"`
 		InstanceID string `xml:"instanceId"`
 		Timestamp  string `xml:"timestamp"`
 		Output     string `xml:"output,omitempty"`
-	}{id, c.now().UTC().Format("2006-01-02T15:04:05.000Z"), base64.StdEncoding.EncodeToString([]byte(out))}, nil
+	}{requestID(), id, c.now().UTC().Format("2006-01-02T15:04:05.000Z"), base64.StdEncoding.EncodeToString([]byte(out))}, nil
 }
 
 func consoleText(in *Instance, format ConsoleFormat) string {
