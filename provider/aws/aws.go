@@ -45,12 +45,13 @@ type Group struct {
 	// writes it back, and berth makes provider calls concurrently.
 	scaleMu sync.Mutex
 
-	mu        sync.Mutex
-	seen      map[string]bool   // instances listed alive since start
-	hostKeys  map[string]string // host keys learnt, by instance
-	resuming  map[string]bool   // Resume calls in flight
-	suspended map[string]bool   // Suspend calls in flight
-	protWarn  bool              // a protection failure was logged
+	mu         sync.Mutex
+	seen       map[string]bool   // instances listed alive since start
+	hostKeys   map[string]string // host keys learnt, by instance
+	resuming   map[string]bool   // Resume calls in flight
+	resumed    map[string]bool   // out of Standby, until the group lists them InService
+	suspended  map[string]bool   // Suspend calls in flight
+	protWarned map[string]bool   // instances whose protection failure was logged
 }
 
 // New returns an uninitialised group; Init configures it from
@@ -58,7 +59,7 @@ type Group struct {
 // and for tests alike.
 func New() *Group {
 	return &Group{log: slog.Default().With("provider", "aws"), now: time.Now,
-		seen: map[string]bool{}, hostKeys: map[string]string{}, resuming: map[string]bool{}, suspended: map[string]bool{}}
+		seen: map[string]bool{}, hostKeys: map[string]string{}, resuming: map[string]bool{}, resumed: map[string]bool{}, suspended: map[string]bool{}, protWarned: map[string]bool{}}
 }
 
 // Init reads provider_config (see Config), builds the AWS clients from the

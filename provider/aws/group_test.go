@@ -330,3 +330,27 @@ func TestNamedProfile(t *testing.T) {
 		t.Errorf("Init with a missing profile: %v; want ErrCredentials naming it", err)
 	}
 }
+
+// Without the permission to protect instances the listing still works,
+// and the failure is logged once, not on every Update.
+func TestProtectionDeniedDoesNotBreakListing(t *testing.T) {
+	cloud, key := fakeAWS(t, awsfake.Options{})
+	g, _ := newGroup(t, cloud, key, nil)
+	g.Increase(ctx, 2)
+	cloud.Deny("SetInstanceProtection", true)
+	for i := 0; i < 2; i++ {
+		if l := listing(t, g); count(l, provider.StateRunning) != 2 {
+			t.Fatalf("listing %v with SetInstanceProtection denied; want 2 running", l)
+		}
+	}
+	if n := cloud.Calls("SetInstanceProtection"); n != 2 {
+		t.Errorf("%d SetInstanceProtection calls in two Updates, want 2 (a denied batch is not retried one by one)", n)
+	}
+	cloud.Deny("SetInstanceProtection", false)
+	listing(t, g)
+	for _, id := range cloud.Instances() {
+		if in, _ := cloud.Instance(id); !in.Protected {
+			t.Errorf("%s unprotected once the permission was granted", id)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -50,8 +51,11 @@ func mapState(lifecycle string, ec2State ec2types.InstanceStateName, inFlight op
 	case ec2types.InstanceStateNameTerminated:
 		return provider.StateDeleted
 	}
+	// Timed out means the machine never came up. A running machine that
+	// the group still holds in Pending waits for the group (a lifecycle
+	// hook, or leaving Standby); berth's own ready timeout covers that.
 	creating := func() provider.State {
-		if !launched.IsZero() && now.Sub(launched) > readyTimeout {
+		if ec2State != ec2types.InstanceStateNameRunning && !launched.IsZero() && now.Sub(launched) > readyTimeout {
 			return provider.StateTimeout
 		}
 		return provider.StateCreating
@@ -158,6 +162,9 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 		info := infos[id]
 		st := mapState(string(in.LifecycleState), info.state, g.inFlightLocked(id), info.launched, now, g.cfg.InstanceReadyTimeout)
 		listed[id] = true
+		if in.LifecycleState != asgtypes.LifecycleStatePending {
+			delete(g.resumed, id) // back in service, or gone
+		}
 		if st != provider.StateDeleted {
 			g.seen[id] = true
 		}
@@ -188,7 +195,7 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 
 func (g *Group) inFlightLocked(id string) op {
 	switch {
-	case g.resuming[id]:
+	case g.resuming[id], g.resumed[id]:
 		return opResume
 	case g.suspended[id]:
 		return opSuspend
@@ -210,7 +217,10 @@ func needsProtection(in asgtypes.Instance) bool {
 }
 
 // protect sets scale-in protection on ids in batches. A failure is logged,
-// not returned: the listing is still right, and the next Update tries again.
+// not returned: the listing is still right, and the next Update tries
+// again. A batch that fails is retried one by one, so that one instance
+// the group refuses (one just leaving, say) does not leave the others
+// unprotected.
 func (g *Group) protect(ctx context.Context, ids []string) {
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), protectBatch)]
@@ -220,16 +230,21 @@ func (g *Group) protect(ctx context.Context, ids []string) {
 			InstanceIds:          batch,
 			ProtectedFromScaleIn: aws.Bool(true),
 		})
-		if err != nil {
+		switch {
+		case err == nil:
+			g.log.Info("protected instances from scale-in", "ids", batch)
+		case len(batch) > 1 && !errors.Is(mapErr(err), ErrPermission):
+			for _, id := range batch {
+				g.protect(ctx, []string{id})
+			}
+		default:
 			g.mu.Lock()
-			first := !g.protWarn
-			g.protWarn = true
+			first := !g.protWarned[batch[0]]
+			g.protWarned[batch[0]] = true
 			g.mu.Unlock()
 			if first {
-				g.log.Error("cannot protect instances from scale-in; the group's own scale-in could end running jobs", "ids", batch, "err", mapErr(err))
+				g.log.Error("cannot protect instances from scale-in; the group's own scale-in could end their jobs", "ids", batch, "err", mapErr(err))
 			}
-			continue
 		}
-		g.log.Info("protected instances from scale-in", "ids", batch)
 	}
 }

@@ -28,7 +28,10 @@ func TestMapState(t *testing.T) {
 		{"Pending", "pending", opNone, soon, provider.StateCreating},
 		{"Pending:Wait", "running", opNone, soon, provider.StateCreating},
 		{"Pending", "pending", opNone, late, provider.StateTimeout},
-		{"InService", "", opNone, soon, provider.StateCreating}, // EC2 does not list it yet
+		{"Pending", "", opNone, late, provider.StateTimeout},
+		{"Pending", "running", opNone, late, provider.StateCreating},   // the machine runs; the group is slow
+		{"Pending", "running", opResume, late, provider.StateResuming}, // leaving Standby
+		{"InService", "", opNone, soon, provider.StateCreating},        // EC2 does not list it yet
 		{"InService", "pending", opNone, soon, provider.StateCreating},
 		{"InService", "running", opNone, late, provider.StateRunning},
 		{"InService", "stopped", opNone, soon, provider.StateDeleting}, // the health check replaces it
@@ -100,7 +103,9 @@ func hostKeys(t *testing.T) (ed, ec ssh.PublicKey) {
 	return ed, ec
 }
 
-func authorized(k ssh.PublicKey) string { return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) }
+func authorized(k ssh.PublicKey) string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
+}
 
 func TestParseConsoleBothBlocksPrefersEd25519(t *testing.T) {
 	ed, ec := hostKeys(t)
@@ -134,4 +139,26 @@ func TestParseConsoleNothing(t *testing.T) {
 	if len(got.Keys)+len(got.Fingerprints) != 0 {
 		t.Errorf("found %+v in output without host key blocks", got)
 	}
+}
+
+// Console output is whatever the instance printed; parsing it must not
+// panic, and every key it trusts must be a well-formed public key.
+func FuzzParseConsole(f *testing.F) {
+	ed, ec := func() (ssh.PublicKey, ssh.PublicKey) {
+		edPub, _, _ := ed25519.GenerateKey(rand.Reader)
+		ecPriv, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		a, _ := ssh.NewPublicKey(edPub)
+		b, _ := ssh.NewPublicKey(&ecPriv.PublicKey)
+		return a, b
+	}()
+	f.Add(console([]string{ssh.FingerprintSHA256(ed)}, []ssh.PublicKey{ed, ec}))
+	f.Add(console(nil, []ssh.PublicKey{ec}))
+	f.Add("-----BEGIN SSH HOST KEY KEYS-----\nssh-rsa AAAA\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		for _, k := range parseConsole(out).Keys {
+			if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(k)); err != nil {
+				t.Errorf("trusted key %q does not parse: %v", k, err)
+			}
+		}
+	})
 }

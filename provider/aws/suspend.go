@@ -158,6 +158,9 @@ func (g *Group) resumeOne(ctx context.Context, id string, lc asgtypes.LifecycleS
 	}); err != nil {
 		return mapErr(err)
 	}
+	// The group moves it through Pending to InService; until then the
+	// listing says resuming, not creating.
+	g.setInFlight(g.resumed, id, true)
 	g.log.Info("resumed instance: running and out of Standby", "id", id)
 	return nil
 }
