@@ -56,7 +56,7 @@ type Group struct {
 
 // New returns an uninitialised group; Init configures it from
 // provider_config. It is the one constructor, for berth's plugin binary
-// and for tests alike.
+// (main is sdk.Serve(aws.New())) and for tests alike.
 func New() *Group {
 	return &Group{log: slog.Default().With("provider", "aws"), now: time.Now,
 		seen: map[string]bool{}, hostKeys: map[string]string{}, resuming: map[string]bool{}, resumed: map[string]bool{}, suspended: map[string]bool{}, protWarned: map[string]bool{}}
@@ -111,7 +111,9 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 	g.asg = autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { endpoint(&o.BaseEndpoint) })
 	g.ec2 = ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { endpoint(&o.BaseEndpoint) })
 	g.eic = ec2instanceconnect.NewFromConfig(awsCfg, func(o *ec2instanceconnect.Options) { endpoint(&o.BaseEndpoint) })
-	g.log = g.log.With("group", cfg.Name, "region", awsCfg.Region)
+	// The logger is taken here, not in New: a plugin binary calls New
+	// before its Serve installs the logger that reaches berth's log.
+	g.log = slog.Default().With("provider", "aws", "group", cfg.Name, "region", awsCfg.Region)
 
 	grp, err := g.describeGroup(ctx)
 	if err != nil {
