@@ -282,7 +282,7 @@ func (c *Cloud) enterStandby(name string, ids []string, decrement string) (any, 
 	}
 	var acts []asgActivity
 	for _, id := range ids {
-		c.instances[id].Lifecycle = LifecycleStandby
+		c.moveLocked(c.instances[id], LifecycleEnteringStandby, LifecycleStandby)
 		if dec {
 			c.group.desired--
 		}
@@ -311,9 +311,10 @@ func (c *Cloud) exitStandby(name string, ids []string) (any, *apiError) {
 	}
 	var acts []asgActivity
 	for _, id := range ids {
-		// Back in service, and in the group's health checks: an instance
-		// still stopped is found unhealthy and replaced.
-		c.instances[id].Lifecycle = LifecycleInService
+		// Through Pending back in service, and then in the group's
+		// health checks: an instance still stopped is found unhealthy
+		// and replaced.
+		c.moveLocked(c.instances[id], LifecyclePending, LifecycleInService)
 		c.group.desired++
 		acts = append(acts, c.activity("Moving EC2 instance out of Standby: "+id))
 	}

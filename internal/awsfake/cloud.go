@@ -70,6 +70,10 @@ type Options struct {
 	// BootTime is how long an instance stays pending; StopTime how long it
 	// stays stopping; TerminateTime how long it stays shutting-down.
 	BootTime, StopTime, TerminateTime time.Duration
+	// LifecycleTime is how long an instance stays EnteringStandby after
+	// EnterStandby, and Pending after ExitStandby, before the group moves
+	// it on to Standby or InService.
+	LifecycleTime time.Duration
 	// ListingLag is how long after launch an instance first appears in
 	// DescribeAutoScalingGroups and DescribeInstances.
 	ListingLag time.Duration
@@ -119,6 +123,16 @@ type eicKey struct {
 	expires time.Time
 }
 
+// moveLocked starts a lifecycle transition through via to to, which
+// takes LifecycleTime.
+func (c *Cloud) moveLocked(in *Instance, via, to string) {
+	if c.opts.LifecycleTime == 0 {
+		in.Lifecycle = to
+		return
+	}
+	in.Lifecycle, in.lcNext, in.lcUntil = via, to, c.now().Add(c.opts.LifecycleTime)
+}
+
 // Instance is one fake EC2 instance. Read it through Cloud.Instance, which
 // returns a copy.
 type Instance struct {
@@ -135,6 +149,8 @@ type Instance struct {
 	visibleAt time.Time
 	until     time.Time // end of the current transitional EC2 state
 	afterBoot string    // lifecycle to enter when pending ends
+	lcNext    string    // lifecycle to enter at lcUntil (standby moves)
+	lcUntil   time.Time
 	home      string
 	signer    ssh.Signer
 	sshd      *sshServer
@@ -323,6 +339,12 @@ func (c *Cloud) advanceLocked() {
 			in.Lifecycle = ""
 		}
 	}
+	for _, id := range c.order {
+		in := c.instances[id]
+		if in.lcNext != "" && !now.Before(in.lcUntil) && in.Lifecycle != LifecycleTerminating && in.Lifecycle != "" {
+			in.Lifecycle, in.lcNext = in.lcNext, ""
+		}
+	}
 	// The EC2 health check: an InService instance that is unhealthy or not
 	// running is replaced.
 	for _, id := range c.order {
@@ -400,7 +422,7 @@ func (c *Cloud) launchLocked(now time.Time) {
 // Terminating until EC2 has shut it down.
 func (c *Cloud) terminateLocked(in *Instance) {
 	in.Lifecycle = LifecycleTerminating
-	in.afterBoot = ""
+	in.afterBoot, in.lcNext = "", ""
 	c.stopSSHLocked(in)
 	if c.opts.TerminateTime == 0 {
 		in.State, in.Lifecycle, in.until = EC2Terminated, "", time.Time{}

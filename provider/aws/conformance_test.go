@@ -10,7 +10,7 @@ import (
 )
 
 var conformanceCloud = awsfake.Options{BootTime: 100 * time.Millisecond, StopTime: 100 * time.Millisecond,
-	TerminateTime: 100 * time.Millisecond, ListingLag: 50 * time.Millisecond}
+	TerminateTime: 100 * time.Millisecond, ListingLag: 50 * time.Millisecond, LifecycleTime: 100 * time.Millisecond}
 
 // The conformance suite over the fake, with a static key from the launch
 // template's key pair and the host key read from the console output;

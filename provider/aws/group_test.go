@@ -354,3 +354,31 @@ func TestProtectionDeniedDoesNotBreakListing(t *testing.T) {
 		}
 	}
 }
+
+// A suspend that fails between EnterStandby and StopInstances leaves the
+// instance parked but running: listed suspending, and finished by the
+// next Suspend without a second EnterStandby.
+func TestInterruptedSuspendIsFinishedBySuspend(t *testing.T) {
+	cloud, key := fakeAWS(t, awsfake.Options{})
+	g, _ := newGroup(t, cloud, key, map[string]any{"suspend": true})
+	g.Increase(ctx, 1)
+	id := cloud.Instances()[0]
+	cloud.Deny("StopInstances", true)
+	acc, err := g.Suspend(ctx, []string{id})
+	if len(acc) != 0 || !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), `"ec2:StopInstances"`) {
+		t.Fatalf("Suspend with StopInstances denied = %v, %v; want refused naming ec2:StopInstances", acc, err)
+	}
+	if l := listing(t, g); l[id] != provider.StateSuspending {
+		t.Fatalf("listing %v; want %s suspending (in Standby, still running)", l, id)
+	}
+	cloud.Deny("StopInstances", false)
+	if acc, err := g.Suspend(ctx, []string{id}); err != nil || len(acc) != 1 {
+		t.Fatalf("second Suspend = %v, %v", acc, err)
+	}
+	if l := listing(t, g); l[id] != provider.StateSuspended {
+		t.Errorf("listing %v; want %s suspended", l, id)
+	}
+	if n := cloud.Calls("EnterStandby"); n != 1 {
+		t.Errorf("EnterStandby called %d times, want 1", n)
+	}
+}
