@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -135,7 +136,20 @@ func run(ch ssh.Channel, command string, env []string, home string) int {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Env, cmd.Dir = env, home
 	cmd.Stdout, cmd.Stderr = ch, ch.Stderr()
-	err := cmd.Run()
+	// stdin is the channel, as with a real sshd: executors send scripts
+	// that way. Through a pipe, so that a client that never sends EOF does
+	// not keep Wait from returning once the command exited.
+	stdin, err := cmd.StdinPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err == nil {
+		go func() {
+			io.Copy(stdin, ch)
+			stdin.Close()
+		}()
+		err = cmd.Wait()
+	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitCode()

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/fleet"
 	"github.com/berth-ci/berth/internal/awsfake"
 	"github.com/berth-ci/berth/policy"
 	"github.com/berth-ci/berth/provider"
-	"github.com/berth-ci/berth/providertest"
 	"github.com/berth-ci/berth/scaler"
 	"github.com/berth-ci/berth/store"
 )
@@ -94,9 +94,9 @@ func TestFleetOverAutoScalingGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := providertest.Exec(context.Background(), acq.Connect, "echo $JOB ran", map[string]string{"JOB": "job-1"})
-	if err != nil || res.Stdout != "job-1 ran\n" {
-		t.Fatalf("job on %s: %+v, %v", acq.Instance, res, err)
+	out, err := executor.Output(context.Background(), acq.Connect, "echo job-1 ran in $(basename $HOME)", time.Minute)
+	if err != nil || string(out) != "job-1 ran in "+acq.Instance+"\n" {
+		t.Fatalf("job on %s through berth's executor: %q, %v", acq.Instance, out, err)
 	}
 
 	// Scaling: two more jobs fill the group to MaxSize and no further.
