@@ -382,3 +382,30 @@ func TestInterruptedSuspendIsFinishedBySuspend(t *testing.T) {
 		t.Errorf("EnterStandby called %d times, want 1", n)
 	}
 }
+
+// With desired capacity lowered behind berth's back, protected instances
+// hold the group above it; Increase counts from them, or the group would
+// launch nothing.
+func TestIncreaseCountsProtectedInstancesAboveDesired(t *testing.T) {
+	cloud, key := fakeAWS(t, awsfake.Options{})
+	g, _ := newGroup(t, cloud, key, nil)
+	g.Increase(ctx, 2)
+	listing(t, g) // protects them
+	cloud.SetDesired(0)
+	if n, err := g.Increase(ctx, 1); n != 1 || err != nil {
+		t.Fatalf("Increase(1) = %d, %v", n, err)
+	}
+	if got := cloud.Group(); got.Desired != 3 || got.InGroup != 3 {
+		t.Errorf("group %+v; want desired 3 and a third instance launched", got)
+	}
+	// And deletes still work when desired is below what the group holds
+	// and cannot be decremented: nothing replaces what berth removes.
+	cloud.SetDesired(0)
+	ids := cloud.Instances()
+	if acc, err := g.Decrease(ctx, ids); err != nil || len(acc) != 3 {
+		t.Fatalf("Decrease with desired 0 = %v, %v", acc, err)
+	}
+	if got := cloud.Group(); got.Desired != 0 || got.InGroup != 0 {
+		t.Errorf("group %+v after deleting everything; want empty, nothing replaced", got)
+	}
+}

@@ -30,6 +30,18 @@ func standbyCount(grp asgtypes.AutoScalingGroup) int {
 	return n
 }
 
+// heldCount counts the instances that DesiredCapacity accounts for:
+// launching (Pending, including lifecycle hook waits) and InService.
+func heldCount(grp asgtypes.AutoScalingGroup) int {
+	n := 0
+	for _, in := range grp.Instances {
+		if lc := string(in.LifecycleState); strings.HasPrefix(lc, "Pending") || lc == string(asgtypes.LifecycleStateInService) {
+			n++
+		}
+	}
+	return n
+}
+
 // Increase raises the group's DesiredCapacity by n, or by as much as
 // MaxSize allows, and returns how many instances it asked for; the group
 // launches them and a later Update lists them. When MaxSize stops it short
@@ -45,6 +57,13 @@ func (g *Group) Increase(ctx context.Context, n int) (int, error) {
 		return 0, err
 	}
 	desired, max, standby := int(aws.ToInt32(grp.DesiredCapacity)), int(aws.ToInt32(grp.MaxSize)), standbyCount(grp)
+	// Protected instances can hold the group above its desired capacity
+	// (someone lowered it, or a scaling policy did); the group launches
+	// only once desired exceeds what it holds, so count from there.
+	if held := heldCount(grp); held > desired {
+		g.log.Warn("the group holds more instances than its desired capacity (they are protected from scale-in); counting from the instances", "desired", desired, "held", held)
+		desired = held
+	}
 	room := max - desired - standby
 	add := min(n, room)
 	short := func(added int) error {
@@ -85,10 +104,12 @@ func (g *Group) Decrease(ctx context.Context, ids []string) ([]string, error) {
 			errs = append(errs, fmt.Errorf("%w: %q is not an EC2 instance ID", ErrUnknownInstance, id))
 			continue
 		}
-		_, err := g.asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-			InstanceId:                     aws.String(id),
-			ShouldDecrementDesiredCapacity: aws.Bool(true),
-		})
+		err := g.terminate(ctx, id, true)
+		if errors.Is(mapErr(err), ErrMinSize) && g.aboveDesired(ctx) {
+			// Desired capacity was lowered below what the group holds:
+			// removing one without decrementing launches no replacement.
+			err = g.terminate(ctx, id, false)
+		}
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "ValidationError" && strings.Contains(ae.ErrorMessage(), "not found") {
 			g.log.Info("instance already gone from the group", "id", id)
@@ -103,4 +124,19 @@ func (g *Group) Decrease(ctx context.Context, ids []string) ([]string, error) {
 		accepted = append(accepted, id)
 	}
 	return accepted, errors.Join(errs...)
+}
+
+func (g *Group) terminate(ctx context.Context, id string, decrement bool) error {
+	_, err := g.asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId:                     aws.String(id),
+		ShouldDecrementDesiredCapacity: aws.Bool(decrement),
+	})
+	return err
+}
+
+// aboveDesired reports whether the group holds more instances than its
+// desired capacity, so one fewer still leaves it at or above desired.
+func (g *Group) aboveDesired(ctx context.Context) bool {
+	grp, err := g.describeGroup(ctx)
+	return err == nil && heldCount(grp) > int(aws.ToInt32(grp.DesiredCapacity))
 }
