@@ -154,6 +154,11 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 		return err
 	}
 	now := g.now()
+	type entry struct {
+		id string
+		st provider.State
+	}
+	var out []entry
 	var unprotected []string
 	g.mu.Lock()
 	listed := map[string]bool{}
@@ -171,7 +176,7 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 		if needsProtection(in) {
 			unprotected = append(unprotected, id)
 		}
-		fn(id, st)
+		out = append(out, entry{id, st})
 	}
 	for id, info := range infos {
 		if listed[id] || !g.seen[id] {
@@ -179,9 +184,9 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 		}
 		switch info.state {
 		case ec2types.InstanceStateNameShuttingDown:
-			fn(id, provider.StateDeleting)
+			out = append(out, entry{id, provider.StateDeleting})
 		case ec2types.InstanceStateNameTerminated:
-			fn(id, provider.StateDeleted)
+			out = append(out, entry{id, provider.StateDeleted})
 			// Reported once; EC2 keeps listing terminated instances
 			// for about an hour.
 			delete(g.seen, id)
@@ -189,6 +194,9 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 		}
 	}
 	g.mu.Unlock()
+	for _, e := range out {
+		fn(e.id, e.st)
+	}
 	g.protect(ctx, unprotected)
 	return nil
 }
