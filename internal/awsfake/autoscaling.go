@@ -63,7 +63,14 @@ type asgGroup struct {
 	HealthCheckGracePeriod           int
 	CreatedTime                      string
 	NewInstancesProtectedFromScaleIn bool
+	MixedInstancesPolicy             *asgMixed     `xml:",omitempty"`
 	Instances                        []asgInstance `xml:"Instances>member"`
+}
+
+type asgMixed struct {
+	OnDemandBaseCapacity                int    `xml:"InstancesDistribution>OnDemandBaseCapacity"`
+	OnDemandPercentageAboveBaseCapacity int    `xml:"InstancesDistribution>OnDemandPercentageAboveBaseCapacity"`
+	SpotAllocationStrategy              string `xml:"InstancesDistribution>SpotAllocationStrategy"`
 }
 
 type asgActivity struct {
@@ -155,6 +162,9 @@ func (c *Cloud) groupXML() asgGroup {
 		DefaultCooldown: 300, AvailabilityZones: []string{c.group.availabilityZone},
 		HealthCheckType: "EC2", HealthCheckGracePeriod: 300, CreatedTime: "2026-01-01T00:00:00.000Z",
 		NewInstancesProtectedFromScaleIn: c.group.newInstancesProtected,
+	}
+	if c.opts.Spot {
+		g.MixedInstancesPolicy = &asgMixed{SpotAllocationStrategy: "price-capacity-optimized"}
 	}
 	now := c.now()
 	for _, id := range c.order {

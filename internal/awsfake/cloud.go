@@ -80,6 +80,10 @@ type Options struct {
 	// PageSize caps how many items one page holds, whatever MaxRecords or
 	// MaxResults asked for (AWS may return fewer); 0 means no cap.
 	PageSize int
+	// Spot makes the group launch only Spot instances (a mixed instances
+	// policy with no On-Demand share); they are one-time requests, so
+	// StopInstances refuses them, as AWS does.
+	Spot bool
 	// Console chooses what GetConsoleOutput reveals.
 	Console ConsoleFormat
 	// Dir holds the instances' home directories; default a temp dir

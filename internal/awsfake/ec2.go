@@ -49,6 +49,7 @@ type ec2Instance struct {
 	AvailabilityZone string   `xml:"placement>availabilityZone"`
 	Architecture     string   `xml:"architecture"`
 	PlatformDetails  string   `xml:"platformDetails"`
+	Lifecycle        string   `xml:"instanceLifecycle,omitempty"`
 	Tags             []ec2Tag `xml:"tagSet>item"`
 }
 
@@ -113,6 +114,9 @@ func (c *Cloud) ec2XML(in *Instance) ec2Instance {
 		InstanceType: c.group.itype, LaunchTime: in.Launched.UTC().Format("2006-01-02T15:04:05.000Z"),
 		AvailabilityZone: c.group.availabilityZone, Architecture: "x86_64", PlatformDetails: "Linux/UNIX",
 		Tags: []ec2Tag{{"aws:autoscaling:groupName", c.group.name}},
+	}
+	if c.opts.Spot {
+		x.Lifecycle = "spot"
 	}
 	// Addresses go with the instance's network interface: gone once it is
 	// terminated; a public address only while it runs.
@@ -210,6 +214,9 @@ func (c *Cloud) stopStart(ids []string, stop bool) (any, *apiError) {
 		in, err := c.visible(id)
 		if err != nil {
 			return nil, err
+		}
+		if stop && c.opts.Spot {
+			return nil, ec2Err("UnsupportedOperation", "You can't stop the Spot Instance '%s' because it is associated with a one-time Spot Instance request. You can only stop Spot Instances associated with persistent Spot Instance requests.", id)
 		}
 		ok := in.State == EC2Running || in.State == EC2Stopping || in.State == EC2Stopped
 		if !stop {

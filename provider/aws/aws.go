@@ -121,6 +121,9 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 	}
 	g.log.Info("Auto Scaling group found", "min", aws.ToInt32(grp.MinSize), "max", aws.ToInt32(grp.MaxSize),
 		"desired", aws.ToInt32(grp.DesiredCapacity), "instances", len(grp.Instances), "suspend", cfg.Suspend)
+	if err := suspendPossible(cfg, grp); err != nil {
+		return provider.Info{}, err
+	}
 	if aws.ToInt32(grp.MinSize) > 0 {
 		g.log.Warn("the group's MinSize is above 0: berth cannot remove its last instances; set MinSize to 0", "min", aws.ToInt32(grp.MinSize))
 	}
@@ -153,4 +156,17 @@ func (g *Group) describeGroup(ctx context.Context) (asgtypes.AutoScalingGroup, e
 		}
 	}
 	return asgtypes.AutoScalingGroup{}, fmt.Errorf("%w: no group named %q in this region; check name and region in provider_config", ErrGroupNotFound, g.cfg.Name)
+}
+
+// suspendPossible refuses suspend = true for a group that launches Spot
+// instances: Auto Scaling's Spot requests are one-time, and EC2 cannot stop
+// those, so every Suspend would fail after parking the instance.
+func suspendPossible(cfg Config, grp asgtypes.AutoScalingGroup) error {
+	if !cfg.Suspend || grp.MixedInstancesPolicy == nil || grp.MixedInstancesPolicy.InstancesDistribution == nil {
+		return nil
+	}
+	if pct := aws.ToInt32(grp.MixedInstancesPolicy.InstancesDistribution.OnDemandPercentageAboveBaseCapacity); pct < 100 {
+		return fmt.Errorf("%w: suspend = true, but group %s launches Spot instances (%d%% On-Demand above its base capacity), and EC2 cannot stop the one-time Spot instances Auto Scaling launches; set suspend = false, or make the group On-Demand only", ErrUnsupported, cfg.Name, pct)
+	}
+	return nil
 }

@@ -60,8 +60,9 @@
 // than a boot from an AMI. Hibernation (hibernate = true) keeps memory too,
 // at the cost of an EBS root volume as large as RAM. A warm pool is not
 // used: its instances belong to the group, not to a parked environment.
-// Instances with instance-store roots or one-time Spot cannot stop; leave
-// suspend off for such groups, and Suspend fails with ErrUnsupported.
+// Instances with instance-store roots or one-time Spot cannot stop: Init
+// refuses suspend = true for a group with a Spot share, and a failed stop
+// is ErrUnsupported. With suspend off, Suspend fails with ErrUnsupported.
 //
 // # Host keys
 //

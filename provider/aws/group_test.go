@@ -409,3 +409,20 @@ func TestIncreaseCountsProtectedInstancesAboveDesired(t *testing.T) {
 		t.Errorf("group %+v after deleting everything; want empty, nothing replaced", got)
 	}
 }
+
+// A Spot group cannot stop its instances: suspend = true is refused at
+// Init, and without it Spot groups work as any other.
+func TestSpotGroupCannotSuspend(t *testing.T) {
+	cloud, key := fakeAWS(t, awsfake.Options{Spot: true})
+	_, err := New().Init(ctx, provider.Settings{Config: configFor(t, cloud, key, map[string]any{"suspend": true})})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Spot") || !strings.Contains(err.Error(), "suspend = false") {
+		t.Errorf("Init with suspend on a Spot group: %v; want ErrUnsupported explaining Spot and what to set", err)
+	}
+	g, info := newGroup(t, cloud, key, nil)
+	if info.Capabilities.Suspend {
+		t.Error("suspend advertised for a Spot group")
+	}
+	if n, err := g.Increase(ctx, 1); n != 1 || err != nil {
+		t.Errorf("Increase on a Spot group = %d, %v", n, err)
+	}
+}
