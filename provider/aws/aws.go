@@ -41,8 +41,9 @@ type Group struct {
 	now        func() time.Time
 
 	// scaleMu serialises the calls that change the group's desired
-	// capacity (Increase, Decrease, Suspend, Resume): each reads it and
-	// writes it back, and berth makes provider calls concurrently.
+	// capacity (Increase, Decrease, EnterStandby, ExitStandby): Increase
+	// reads it and writes it back, and berth makes provider calls
+	// concurrently.
 	scaleMu sync.Mutex
 
 	mu         sync.Mutex
@@ -50,7 +51,7 @@ type Group struct {
 	hostKeys   map[string]string // host keys learnt, by instance
 	resuming   map[string]bool   // Resume calls in flight
 	resumed    map[string]bool   // out of Standby, until the group lists them InService
-	suspended  map[string]bool   // Suspend calls in flight
+	suspending map[string]bool   // Suspend calls in flight
 	protWarned map[string]bool   // instances whose protection failure was logged
 }
 
@@ -59,7 +60,7 @@ type Group struct {
 // (main is sdk.Serve(aws.New())) and for tests alike.
 func New() *Group {
 	return &Group{log: slog.Default().With("provider", "aws"), now: time.Now,
-		seen: map[string]bool{}, hostKeys: map[string]string{}, resuming: map[string]bool{}, resumed: map[string]bool{}, suspended: map[string]bool{}, protWarned: map[string]bool{}}
+		seen: map[string]bool{}, hostKeys: map[string]string{}, resuming: map[string]bool{}, resumed: map[string]bool{}, suspending: map[string]bool{}, protWarned: map[string]bool{}}
 }
 
 // Init reads provider_config (see Config), builds the AWS clients from the

@@ -205,7 +205,7 @@ func (g *Group) inFlightLocked(id string) op {
 	switch {
 	case g.resuming[id], g.resumed[id]:
 		return opResume
-	case g.suspended[id]:
+	case g.suspending[id]:
 		return opSuspend
 	}
 	return opNone

@@ -49,8 +49,6 @@ func (g *Group) Suspend(ctx context.Context, ids []string) ([]string, error) {
 	if !g.cfg.Suspend {
 		return nil, fmt.Errorf("%w: set suspend = true in provider_config (the group's instances must be EBS-backed On-Demand)", ErrUnsupported)
 	}
-	g.scaleMu.Lock()
-	defer g.scaleMu.Unlock()
 	states, err := g.lifecycles(ctx)
 	if err != nil {
 		return nil, err
@@ -70,13 +68,18 @@ func (g *Group) Suspend(ctx context.Context, ids []string) ([]string, error) {
 func (g *Group) suspendOne(ctx context.Context, id string, lc asgtypes.LifecycleState) error {
 	switch lc {
 	case asgtypes.LifecycleStateInService:
-		g.setInFlight(g.suspended, id, true)
-		defer g.setInFlight(g.suspended, id, false)
-		if _, err := g.asg.EnterStandby(ctx, &autoscaling.EnterStandbyInput{
+		g.setInFlight(g.suspending, id, true)
+		defer g.setInFlight(g.suspending, id, false)
+		// EnterStandby changes desired capacity, so it takes scaleMu;
+		// the slow stop does not.
+		g.scaleMu.Lock()
+		_, err := g.asg.EnterStandby(ctx, &autoscaling.EnterStandbyInput{
 			AutoScalingGroupName:           aws.String(g.cfg.Name),
 			InstanceIds:                    []string{id},
 			ShouldDecrementDesiredCapacity: aws.Bool(true),
-		}); err != nil {
+		})
+		g.scaleMu.Unlock()
+		if err != nil {
 			return mapErr(err)
 		}
 	case asgtypes.LifecycleStateStandby, asgtypes.LifecycleStateEnteringStandby:
@@ -103,8 +106,6 @@ func (g *Group) Resume(ctx context.Context, ids []string) ([]string, error) {
 	if !g.cfg.Suspend {
 		return nil, fmt.Errorf("%w: set suspend = true in provider_config (the group's instances must be EBS-backed On-Demand)", ErrUnsupported)
 	}
-	g.scaleMu.Lock()
-	defer g.scaleMu.Unlock()
 	states, err := g.lifecycles(ctx)
 	if err != nil {
 		return nil, err
@@ -152,10 +153,15 @@ func (g *Group) resumeOne(ctx context.Context, id string, lc asgtypes.LifecycleS
 		case <-time.After(resumePoll):
 		}
 	}
-	if _, err := g.asg.ExitStandby(ctx, &autoscaling.ExitStandbyInput{
+	// Only ExitStandby changes desired capacity; Increase and Decrease
+	// need not wait for the start above.
+	g.scaleMu.Lock()
+	_, err := g.asg.ExitStandby(ctx, &autoscaling.ExitStandbyInput{
 		AutoScalingGroupName: aws.String(g.cfg.Name),
 		InstanceIds:          []string{id},
-	}); err != nil {
+	})
+	g.scaleMu.Unlock()
+	if err != nil {
 		return mapErr(err)
 	}
 	// The group moves it through Pending to InService; until then the
