@@ -426,3 +426,21 @@ func TestSpotGroupCannotSuspend(t *testing.T) {
 		t.Errorf("Increase on a Spot group = %d, %v", n, err)
 	}
 }
+
+// With only fingerprints in the console, the key the server presents is
+// used only if it is one of them; anything else may be an interceptor.
+func TestHostKeyByFingerprint(t *testing.T) {
+	cloud, key := fakeAWS(t, awsfake.Options{Console: awsfake.ConsoleFingerprints})
+	g, _ := newGroup(t, cloud, key, nil)
+	g.Increase(ctx, 1)
+	id := cloud.Instances()[0]
+	in, _ := cloud.Instance(id)
+	ci, err := g.ConnectInfo(ctx, id)
+	if err != nil || ci.HostKey != in.HostKey {
+		t.Fatalf("ConnectInfo host key %q, %v; want the instance's %q", ci.HostKey, err, in.HostKey)
+	}
+	_, err = keyByFingerprint(ctx, ci.Addr, []string{"SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"})
+	if err == nil || !strings.Contains(err.Error(), "refusing to trust it") {
+		t.Errorf("a host key whose fingerprint the console does not list: %v; want it refused", err)
+	}
+}
