@@ -70,6 +70,7 @@ type check struct {
 	needsIDs  bool // needs the instances Increase created
 	needsSSH  bool
 	needsSusp bool
+	needsNote bool // only for providers that claim Capabilities.Notify
 	run       func(s *suite, t T)
 }
 
@@ -81,7 +82,7 @@ var checks = []check{
 	{name: "WrongHostKeyRefused", needsIDs: true, needsSSH: true, run: (*suite).wrongHostKey},
 	{name: "Heartbeat", needsIDs: true, run: (*suite).heartbeat},
 	{name: "SuspendResume", needsIDs: true, needsSusp: true, run: (*suite).suspendResume},
-	{name: "Notify", run: (*suite).notify},
+	{name: "Notify", needsNote: true, run: (*suite).notify},
 	{name: "Decrease", needsIDs: true, run: (*suite).decrease},
 	{name: "DecreaseIdempotent", needsIDs: true, run: (*suite).decreaseAgain},
 }
@@ -103,6 +104,8 @@ func (s *suite) skipReason(c check, opts Options) string {
 		return "SSH checks skipped (SkipSSH)"
 	case c.needsSusp && !s.canSuspend():
 		return "the provider has no suspend capability"
+	case c.needsNote && !s.info.Capabilities.Notify:
+		return "the provider does not claim the notify capability"
 	case c.needsIDs && len(s.ids) == 0:
 		return "no instances: Increase failed"
 	}

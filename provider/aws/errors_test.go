@@ -1,0 +1,45 @@
+package aws
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/smithy-go"
+)
+
+func TestMapErr(t *testing.T) {
+	opErr := func(service, op, code, msg string) error {
+		return &smithy.OperationError{ServiceID: service, OperationName: op, Err: &smithy.GenericAPIError{Code: code, Message: msg}}
+	}
+	for _, c := range []struct {
+		err  error
+		kind error
+		says string
+	}{
+		{opErr("EC2", "StopInstances", "UnauthorizedOperation", "You are not authorized to perform this operation. Encoded authorization failure message: ..."), ErrPermission, `add "ec2:StopInstances"`},
+		{opErr("Auto Scaling", "EnterStandby", "AccessDenied", "User is not authorized"), ErrPermission, `add "autoscaling:EnterStandby"`},
+		{opErr("EC2 Instance Connect", "SendSSHPublicKey", "AccessDeniedException", "denied"), ErrPermission, `add "ec2-instance-connect:SendSSHPublicKey"`},
+		{opErr("Auto Scaling", "SetDesiredCapacity", "Throttling", "Rate exceeded"), ErrThrottled, "after the SDK's retries"},
+		{opErr("EC2", "DescribeInstances", "RequestLimitExceeded", "Request limit exceeded."), ErrThrottled, "rate limit"},
+		{opErr("EC2", "DescribeInstances", "AuthFailure", "AWS was not able to validate the provided access credentials"), ErrCredentials, "refresh them"},
+		{opErr("Auto Scaling", "DescribeAutoScalingGroups", "ExpiredToken", "The security token included in the request is expired"), ErrCredentials, "check the profile"},
+		{opErr("EC2", "DescribeInstances", "InvalidInstanceID.NotFound", "The instance ID 'i-0123456789abcdef0' does not exist"), ErrUnknownInstance, "i-0123456789abcdef0"},
+		{opErr("EC2", "StartInstances", "IncorrectInstanceState", "The instance is not in a state from which it can be started."), ErrInvalidState, "can be started"},
+		{opErr("EC2", "StopInstances", "UnsupportedOperation", "The instance does not have an 'ebs' root device type"), ErrUnsupported, "suspend = false"},
+		{opErr("Auto Scaling", "SetDesiredCapacity", "ValidationError", "New SetDesiredCapacity value 11 is above max value 10 for the AutoScalingGroup."), ErrMaxSize, "raise the group's MaxSize"},
+		{opErr("Auto Scaling", "TerminateInstanceInAutoScalingGroup", "ValidationError", "Currently, desired capacity is 1, min size 1."), ErrMinSize, "MinSize to 0"},
+		{errors.New("failed to retrieve credentials: no EC2 IMDS role found"), ErrCredentials, "AWS_PROFILE"},
+	} {
+		got := mapErr(c.err)
+		if !errors.Is(got, c.kind) || !strings.Contains(got.Error(), c.says) {
+			t.Errorf("mapErr(%v) = %v; want %v saying %q", c.err, got, c.kind, c.says)
+		}
+		if !errors.Is(got, c.err) {
+			t.Errorf("mapErr(%v) does not wrap the AWS error", c.err)
+		}
+	}
+	if mapErr(nil) != nil {
+		t.Error("mapErr(nil) is not nil")
+	}
+}

@@ -1,0 +1,172 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	asgtypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+)
+
+// resumePoll is how often Resume asks EC2 whether a started instance runs;
+// starts take tens of seconds, and the call counts against EC2's rate.
+const resumePoll = 2 * time.Second
+
+func (g *Group) lifecycles(ctx context.Context) (map[string]asgtypes.LifecycleState, error) {
+	grp, err := g.describeGroup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]asgtypes.LifecycleState{}
+	for _, in := range grp.Instances {
+		out[aws.ToString(in.InstanceId)] = in.LifecycleState
+	}
+	return out, nil
+}
+
+func (g *Group) setInFlight(m map[string]bool, id string, on bool) {
+	g.mu.Lock()
+	if on {
+		m[id] = true
+	} else {
+		delete(m, id)
+	}
+	g.mu.Unlock()
+}
+
+// Suspend moves each instance to Standby, decrementing the group's desired
+// capacity so that it launches no replacement, and stops it (hibernating
+// it with hibernate = true). A stopped instance costs only its EBS volumes;
+// its disk survives and its private address stays. An instance already in
+// Standby is only stopped, which finishes a suspend interrupted between
+// the two calls.
+func (g *Group) Suspend(ctx context.Context, ids []string) ([]string, error) {
+	if !g.cfg.Suspend {
+		return nil, fmt.Errorf("%w: set suspend = true in provider_config (the group's instances must be EBS-backed On-Demand)", ErrUnsupported)
+	}
+	states, err := g.lifecycles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var accepted []string
+	var errs []error
+	for _, id := range ids {
+		if err := g.suspendOne(ctx, id, states[id]); err != nil {
+			errs = append(errs, fmt.Errorf("suspend %s: %w", id, err))
+			continue
+		}
+		accepted = append(accepted, id)
+	}
+	return accepted, errors.Join(errs...)
+}
+
+func (g *Group) suspendOne(ctx context.Context, id string, lc asgtypes.LifecycleState) error {
+	switch lc {
+	case asgtypes.LifecycleStateInService:
+		g.setInFlight(g.suspending, id, true)
+		defer g.setInFlight(g.suspending, id, false)
+		// EnterStandby changes desired capacity, so it takes scaleMu;
+		// the slow stop does not.
+		g.scaleMu.Lock()
+		_, err := g.asg.EnterStandby(ctx, &autoscaling.EnterStandbyInput{
+			AutoScalingGroupName:           aws.String(g.cfg.Name),
+			InstanceIds:                    []string{id},
+			ShouldDecrementDesiredCapacity: aws.Bool(true),
+		})
+		g.scaleMu.Unlock()
+		if err != nil {
+			return mapErr(err)
+		}
+	case asgtypes.LifecycleStateStandby, asgtypes.LifecycleStateEnteringStandby:
+	case "":
+		return fmt.Errorf("%w: %s is not in group %s", ErrUnknownInstance, id, g.cfg.Name)
+	default:
+		return fmt.Errorf("%w: %s is %s in the group; only InService instances can be suspended", ErrInvalidState, id, lc)
+	}
+	if _, err := g.ec2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}, Hibernate: aws.Bool(g.cfg.Hibernate)}); err != nil {
+		// Left in Standby and running: listed as suspending, and a
+		// repeated Suspend stops it.
+		return mapErr(err)
+	}
+	g.log.Info("suspended instance: Standby and stopping", "id", id, "hibernate", g.cfg.Hibernate)
+	return nil
+}
+
+// Resume starts each instance, waits until EC2 reports it running, and
+// moves it out of Standby, which gives the group back its desired
+// capacity. Leaving Standby before the machine runs would let the group's
+// health check find it stopped and replace it. The wait is bounded by ctx
+// and instance_ready_timeout.
+func (g *Group) Resume(ctx context.Context, ids []string) ([]string, error) {
+	if !g.cfg.Suspend {
+		return nil, fmt.Errorf("%w: set suspend = true in provider_config (the group's instances must be EBS-backed On-Demand)", ErrUnsupported)
+	}
+	states, err := g.lifecycles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var accepted []string
+	var errs []error
+	for _, id := range ids {
+		if err := g.resumeOne(ctx, id, states[id]); err != nil {
+			errs = append(errs, fmt.Errorf("resume %s: %w", id, err))
+			continue
+		}
+		accepted = append(accepted, id)
+	}
+	return accepted, errors.Join(errs...)
+}
+
+func (g *Group) resumeOne(ctx context.Context, id string, lc asgtypes.LifecycleState) error {
+	switch lc {
+	case asgtypes.LifecycleStateStandby:
+	case asgtypes.LifecycleStateInService, asgtypes.LifecycleStatePending:
+		return nil // already resumed
+	case "":
+		return fmt.Errorf("%w: %s is not in group %s", ErrUnknownInstance, id, g.cfg.Name)
+	default:
+		return fmt.Errorf("%w: %s is %s in the group; only Standby instances can be resumed", ErrInvalidState, id, lc)
+	}
+	g.setInFlight(g.resuming, id, true)
+	defer g.setInFlight(g.resuming, id, false)
+	if _, err := g.ec2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}}); err != nil {
+		return mapErr(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.InstanceReadyTimeout)
+	defer cancel()
+	for {
+		in, err := g.describe(ctx, id)
+		if err != nil {
+			return err
+		}
+		if in.State != nil && in.State.Name == ec2types.InstanceStateNameRunning {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s did not reach running after StartInstances: %w", ErrInvalidState, id, ctx.Err())
+		case <-time.After(resumePoll):
+		}
+	}
+	// Only ExitStandby changes desired capacity; Increase and Decrease
+	// need not wait for the start above.
+	g.scaleMu.Lock()
+	_, err := g.asg.ExitStandby(ctx, &autoscaling.ExitStandbyInput{
+		AutoScalingGroupName: aws.String(g.cfg.Name),
+		InstanceIds:          []string{id},
+	})
+	g.scaleMu.Unlock()
+	if err != nil {
+		return mapErr(err)
+	}
+	// The group moves it through Pending to InService; until then the
+	// listing says resuming, not creating.
+	g.setInFlight(g.resumed, id, true)
+	g.log.Info("resumed instance: running and out of Standby", "id", id)
+	return nil
+}
