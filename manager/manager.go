@@ -106,7 +106,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("autoscaler.provider: %w", err)
 	}
-	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", as.Provider)})
+	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", as.Provider), Private: privatePaths(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("initialise provider %q: %w", as.Provider, err)
 	}
@@ -421,14 +421,48 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC()})
 		if err := m.fleet.Suspend(key, envKey, state); err != nil {
 			fmt.Fprintf(job.Log(), "\nberth: could not park the environment: %v\n", err)
+			m.recycle(ctx, log, acq.Instance)
 			_ = m.fleet.Release(key)
 		} else {
 			res.EnvKey = envKey
 		}
 	} else {
+		m.recycle(ctx, log, acq.Instance)
 		_ = m.fleet.Release(key)
 	}
 	finish(res)
+}
+
+// recycle asks the provider to wipe what the job left on its instance before
+// the slot takes another job. With several slots per instance other jobs may
+// still run there, so jobs share the instance as they share its slots and
+// nothing is wiped. A provider whose reset fails takes the instance out of
+// service itself (the local provider kills it), so the error is only logged.
+func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) {
+	r, ok := m.prov.(provider.Recycler)
+	if !ok || m.cfg.Autoscaler.CapacityPerInstance != 1 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := r.Recycle(rctx, id); err != nil {
+		log.Error("reset instance between jobs", "instance", id, "err", err)
+	}
+}
+
+// privatePaths lists what no instance may see: the state directory, the
+// config file and every token file the config names.
+func privatePaths(cfg *config.Config) []string {
+	paths := []string{cfg.StateDir}
+	if cfg.File != "" {
+		paths = append(paths, cfg.File)
+	}
+	for _, src := range cfg.Sources {
+		if src.TokenFile != "" {
+			paths = append(paths, src.TokenFile)
+		}
+	}
+	return paths
 }
 
 // checkEnvKey refuses a key minted by another berth state.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -71,6 +72,11 @@ func newCgroupRoot(group string) *cgroupRoot {
 		return nil
 	}
 	defer c.tidy()
+	// Let instance cgroups have the controllers for the limits, where the
+	// parent offers them; what is not offered stays unlimited.
+	for _, ctl := range []string{"+memory", "+cpu", "+pids"} {
+		os.WriteFile(filepath.Join(c.dir, "cgroup.subtree_control"), []byte(ctl), 0)
+	}
 	for _, f := range []string{"cgroup.kill", "cgroup.freeze", "cgroup.procs"} {
 		if _, err := os.Stat(filepath.Join(c.dir, f)); err != nil {
 			return nil
@@ -82,8 +88,8 @@ func newCgroupRoot(group string) *cgroupRoot {
 // tidy removes the group's cgroup directory if no instance uses it.
 func (c *cgroupRoot) tidy() { os.Remove(c.dir) }
 
-// create makes the cgroup of one instance and applies the memory limit.
-func (c *cgroupRoot) create(id, memoryMax string) (string, error) {
+// create makes the cgroup of one instance and applies the limits of cfg.
+func (c *cgroupRoot) create(id string, cfg Config) (string, error) {
 	dir := filepath.Join(c.dir, id)
 	var err error
 	for try := 0; try < 3; try++ { // a concurrent tidy may remove c.dir
@@ -98,10 +104,32 @@ func (c *cgroupRoot) create(id, memoryMax string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
-	if memoryMax != "" {
-		if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(memoryMax), 0); err != nil {
+	pids, explicitPids := defaultPidsMax, cfg.PidsMax != nil
+	if explicitPids {
+		pids = *cfg.PidsMax
+	}
+	limits := []struct {
+		file, key, value string
+		explicit         bool
+	}{
+		{"memory.max", "memory_max", cfg.MemoryMax, cfg.MemoryMax != ""},
+		{"cpu.max", "cpu_max", cfg.CPUMax, cfg.CPUMax != ""},
+		{"pids.max", "pids_max", strconv.Itoa(pids), explicitPids && pids > 0},
+	}
+	for _, l := range limits {
+		if l.value == "" || l.value == "0" {
+			continue
+		}
+		path := filepath.Join(dir, l.file)
+		if _, err := os.Stat(path); err != nil && !l.explicit {
+			// The default pids limit applies where the controller is
+			// enabled; hybrid and delegated-without-pids hosts go
+			// without.
+			continue
+		}
+		if err := os.WriteFile(path, []byte(l.value), 0); err != nil {
 			os.Remove(dir)
-			return "", fmt.Errorf("set memory.max of %s: %w (memory_max needs the cgroup v2 memory controller enabled for berth's cgroup)", dir, err)
+			return "", fmt.Errorf("set %s of %s to %q: %w (provider_config %s needs the cgroup v2 controller enabled for berth's cgroup; remove the key or enable the controller)", l.file, dir, l.value, err, l.key)
 		}
 	}
 	return dir, nil

@@ -47,19 +47,20 @@ type meta struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
-// sandboxConfig is what the sandbox process reads from its directory at start.
+// sandboxConfig is what the sandbox process reads from its config pipe at
+// start.
 type sandboxConfig struct {
 	ID            string   `json:"id"`
 	Network       string   `json:"network"`
 	AuthorizedKey string   `json:"authorized_key"`
-	Hide          []string `json:"hide,omitempty"`
+	HostKey       string   `json:"host_key"` // PEM private key
+	HostPaths     []string `json:"host_paths"`
 	Probe         bool     `json:"probe,omitempty"`
 }
 
 // Files in an instance directory.
 const (
 	metaFile    = "meta.json"
-	configFile  = "sandbox.json"
 	hostKeyFile = "host_key"
 	readyFile   = "ready"
 	pidFile     = "sandbox.pid"
