@@ -224,7 +224,9 @@ func (p *Provider) probe(ctx context.Context) error {
 	if err := p.chownInstance(dir); err != nil {
 		return err
 	}
-	cmd, err := p.command(dir, nil, "", p.sandboxConfig("probe", ""))
+	sc := p.sandboxConfig("probe", "")
+	sc.Dir = dir
+	cmd, err := p.command(dir, nil, "", sc)
 	if err != nil {
 		return err
 	}
@@ -256,7 +258,7 @@ func (p *Provider) probe(ctx context.Context) error {
 func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
-		HostPaths: p.cfg.HostPaths, Probe: id == "probe",
+		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot,
 	}
 }
 
@@ -332,7 +334,20 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 		extra = append(extra, f)
 	}
 	for _, name := range []string{diskDir, tmpDir} {
-		fd, err := unix.Open(filepath.Join(dir, name), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		// As root, the sandbox's uid may not reach the instance
+		// directory, and a descriptor of the host's mount namespace
+		// cannot be bound in another; a detached copy of the mount
+		// (open_tree) can be moved into it. Unprivileged, the sandbox
+		// binds the directory by path (sc.Dir) and only needs fd 7 and 8
+		// to be taken.
+		path := filepath.Join(dir, name)
+		var fd int
+		var err error
+		if p.asRoot {
+			fd, err = unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		} else {
+			fd, err = unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		}
 		if err != nil {
 			return fail(fmt.Errorf("open %s: %w", name, err))
 		}
@@ -362,6 +377,8 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: p.uids.Base, Size: p.uids.Size}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: p.gids.Base, Size: p.gids.Size}}
 		attr.GidMappingsEnableSetgroups = true
+		// Become the range's first ID: host root itself is not mapped.
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	} else {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
@@ -503,7 +520,9 @@ func (p *Provider) start(m *meta) error {
 	if err := writeJSON(filepath.Join(dir, metaFile), m); err != nil {
 		return err
 	}
-	cmd, err := p.command(dir, lnFile, m.Cgroup, p.sandboxConfig(m.ID, string(hostKey)))
+	sc := p.sandboxConfig(m.ID, string(hostKey))
+	sc.Dir = dir
+	cmd, err := p.command(dir, lnFile, m.Cgroup, sc)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,10 +177,21 @@ func TestSandboxLooksLikeAMachine(t *testing.T) {
 			t.Errorf("%q: got %q (stderr %q), want %q", c.cmd, res.Stdout, res.Stderr, c.want)
 		}
 	}
-	// Unprivileged, the caller is root only inside a user namespace.
+	// Root inside is never root on the host: unprivileged it is the
+	// caller, as root a subordinate uid. A file the job creates shows
+	// whose it is on the host.
+	run(t, p, id, "touch /berth/owner")
+	fi, err := os.Stat(filepath.Join(dir, "local", "instances", id, "disk", "owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := fi.Sys().(*syscall.Stat_t).Uid
+	if owner == 0 || (os.Geteuid() != 0 && int(owner) != os.Geteuid()) {
+		t.Errorf("a file made by root in the sandbox belongs to host uid %d, want %s", owner, map[bool]string{true: "a subordinate uid", false: "the caller's uid"}[os.Geteuid() == 0])
+	}
 	res := run(t, p, id, "cat /proc/self/uid_map")
-	if f := strings.Fields(res.Stdout); len(f) != 3 || f[0] != "0" || f[1] != strconv.Itoa(os.Geteuid()) {
-		t.Errorf("uid_map inside is %q, want 0 mapped to host uid %d", res.Stdout, os.Geteuid())
+	if f := strings.Fields(res.Stdout); len(f) != 3 || f[0] != "0" {
+		t.Errorf("uid_map inside is %q, want root mapped", res.Stdout)
 	}
 	if host == id {
 		t.Errorf("host and sandbox share hostname %q", host)

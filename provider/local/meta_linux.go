@@ -56,6 +56,11 @@ type sandboxConfig struct {
 	HostKey       string   `json:"host_key"` // PEM private key
 	HostPaths     []string `json:"host_paths"`
 	Probe         bool     `json:"probe,omitempty"`
+	// Dir is the instance directory. DetachedMounts says that diskFD and
+	// tmpFD are detached mounts (open_tree) to move into place; otherwise
+	// the sandbox binds Dir's disk and tmp by path.
+	Dir            string `json:"dir"`
+	DetachedMounts bool   `json:"detached_mounts,omitempty"`
 }
 
 // Files in an instance directory.

@@ -40,6 +40,24 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
+	// Unprivileged, the instance directories are reachable by path; open
+	// them now, before the staging mount may cover them (tests keep state
+	// under /tmp), so that they are bound from this mount namespace.
+	if !cfg.DetachedMounts {
+		for _, d := range []struct {
+			fd   int
+			name string
+		}{{diskFD, diskDir}, {tmpFD, tmpDir}} {
+			fd, err := unix.Open(filepath.Join(cfg.Dir, d.name), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("open instance %s: %w", d.name, err)
+			}
+			if err := unix.Dup3(fd, d.fd, unix.O_CLOEXEC); err != nil {
+				return err
+			}
+			unix.Close(fd)
+		}
+	}
 	root := ""
 	for _, d := range stagingDirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
@@ -100,8 +118,11 @@ func setupRoot(cfg sandboxConfig) error {
 		if err := os.Mkdir(dst, 0o755); err != nil {
 			return err
 		}
-		src := fmt.Sprintf("/proc/self/fd/%d", b.fd)
-		if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		if cfg.DetachedMounts {
+			if err := unix.MoveMount(b.fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("mount instance %s: %w", b.name, err)
+			}
+		} else if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", b.fd), dst, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind instance %s: %w", b.name, err)
 		}
 		if err := os.Chmod(dst, b.mode); err != nil {
