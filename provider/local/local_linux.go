@@ -53,7 +53,7 @@ type Provider struct {
 	asRoot     bool
 	uids, gids idRange
 	cgroups    *cgroupRoot
-	log       *slog.Logger
+	log        *slog.Logger
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per-instance operation locks
