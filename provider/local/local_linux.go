@@ -216,7 +216,7 @@ func (p *Provider) probe(ctx context.Context) error {
 		return err
 	}
 	defer removeAll(dir)
-	for _, d := range []string{diskDir, tmpDir, rootDir} {
+	for _, d := range []string{diskDir, tmpDir} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
@@ -442,7 +442,7 @@ func (p *Provider) create() error {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fail(err)
 	}
-	for _, d := range []string{diskDir, tmpDir, rootDir} {
+	for _, d := range []string{diskDir, tmpDir} {
 		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
 			return fail(err)
 		}

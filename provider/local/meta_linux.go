@@ -72,7 +72,6 @@ const (
 	logFile     = "sandbox.log"
 	diskDir     = "disk"
 	tmpDir      = "tmp"
-	rootDir     = "root"
 )
 
 // writeJSON writes v to path atomically (temp file + rename), so readers
