@@ -17,7 +17,8 @@ import (
 )
 
 // sandboxEnv is the environment marker that turns a re-executed berth
-// binary into a sandbox. Its value is the instance ID.
+// binary into a sandbox. Its value is the instance directory, which tools
+// (and tests) use to find the sandbox processes of a state dir.
 const sandboxEnv = "BERTH_LOCAL_SANDBOX"
 
 // Descriptors a sandbox inherits (ExtraFiles[i] becomes fd 3+i). The sandbox
