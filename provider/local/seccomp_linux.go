@@ -15,7 +15,8 @@ import (
 // and new API), from reaching other processes' memory (ptrace and
 // process_vm_*), from the file-handle escape (open_by_handle_at), from the
 // kernel itself (modules, kexec, bpf, perf, keyrings, reboot, swap, syslog,
-// acct) and from the clock. Names the running architecture does not have
+// acct) and from the clock. io_uring is denied as container runtimes deny
+// it: a large kernel surface that programs fall back from. Names the running architecture does not have
 // are skipped.
 var deniedSyscalls = []string{
 	"mount", "umount", "umount2", "pivot_root",
@@ -25,7 +26,7 @@ var deniedSyscalls = []string{
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
 	"clock_settime", "clock_settime64", "clock_adjtime", "clock_adjtime64", "settimeofday", "adjtimex", "stime",
 	"keyctl", "add_key", "request_key",
-	"bpf", "perf_event_open", "userfaultfd",
+	"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
 	"reboot", "swapon", "swapoff", "syslog", "acct", "quotactl", "lookup_dcookie",
 	"iopl", "ioperm",
 }
