@@ -16,6 +16,9 @@ import (
 // cgroup.freeze exists (unprivileged users, cgroup v1 only hosts).
 type cgroupRoot struct {
 	dir string
+	// pidsV1 is the group's cgroup v1 pids directory, used for the pids
+	// limit when the v2 tree has no pids controller; empty otherwise.
+	pidsV1 string
 }
 
 // findCgroup2 returns the cgroup v2 directory of the calling process, found
@@ -72,21 +75,34 @@ func newCgroupRoot(group string) *cgroupRoot {
 		return nil
 	}
 	defer c.tidy()
-	// Let instance cgroups have the controllers for the limits, where the
-	// parent offers them; what is not offered stays unlimited.
-	for _, ctl := range []string{"+memory", "+cpu", "+pids"} {
-		os.WriteFile(filepath.Join(c.dir, "cgroup.subtree_control"), []byte(ctl), 0)
-	}
+	c.enableControllers()
 	for _, f := range []string{"cgroup.kill", "cgroup.freeze", "cgroup.procs"} {
 		if _, err := os.Stat(filepath.Join(c.dir, f)); err != nil {
 			return nil
 		}
 	}
+	if ctl, _ := os.ReadFile(filepath.Join(c.dir, "cgroup.controllers")); !strings.Contains(" "+string(ctl)+" ", " pids ") {
+		c.pidsV1 = newPidsV1(group)
+	}
 	return c
 }
 
+// enableControllers lets instance cgroups have the controllers for the
+// limits, where the parent offers them; what is not offered stays
+// unlimited (or is an error in create when a limit was set explicitly).
+func (c *cgroupRoot) enableControllers() {
+	for _, ctl := range []string{"+memory", "+cpu", "+pids"} {
+		os.WriteFile(filepath.Join(c.dir, "cgroup.subtree_control"), []byte(ctl), 0)
+	}
+}
+
 // tidy removes the group's cgroup directory if no instance uses it.
-func (c *cgroupRoot) tidy() { os.Remove(c.dir) }
+func (c *cgroupRoot) tidy() {
+	os.Remove(c.dir)
+	if c.pidsV1 != "" {
+		os.Remove(c.pidsV1)
+	}
+}
 
 // create makes the cgroup of one instance and applies the limits of cfg.
 func (c *cgroupRoot) create(id string, cfg Config) (string, error) {
@@ -96,6 +112,7 @@ func (c *cgroupRoot) create(id string, cfg Config) (string, error) {
 		if err = os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			break
 		}
+		c.enableControllers()
 		if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
 			err = nil
 			break
@@ -115,6 +132,9 @@ func (c *cgroupRoot) create(id string, cfg Config) (string, error) {
 		{"memory.max", "memory_max", cfg.MemoryMax, cfg.MemoryMax != ""},
 		{"cpu.max", "cpu_max", cfg.CPUMax, cfg.CPUMax != ""},
 		{"pids.max", "pids_max", strconv.Itoa(pids), explicitPids && pids > 0},
+	}
+	if c.pidsV1 != "" {
+		limits = limits[:2] // pids.max goes to the v1 hierarchy: see pidsV1Create
 	}
 	for _, l := range limits {
 		if l.value == "" || l.value == "0" {

@@ -504,13 +504,18 @@ func (p *Provider) start(m *meta) error {
 	m.Addr = ln.Addr().String()
 	// A stopped instance's cgroup was removed with its processes; make
 	// (again) the one of this berth process.
-	m.Cgroup = ""
+	m.Cgroup, m.PidsCgroup = "", ""
 	if p.cgroups != nil {
 		cg, err := p.cgroups.create(m.ID, p.cfg)
 		if err != nil {
 			return err
 		}
 		m.Cgroup = cg
+		if max := p.pidsMax(); p.cgroups.pidsV1 != "" && max > 0 {
+			if m.PidsCgroup, err = pidsV1Create(p.cgroups.pidsV1, m.ID, max); err != nil {
+				return err
+			}
+		}
 	}
 	hostKey, err := os.ReadFile(filepath.Join(dir, hostKeyFile))
 	if err != nil {
@@ -534,6 +539,12 @@ func (p *Provider) start(m *meta) error {
 	// Reap the sandbox if it dies while we run; after a berth restart
 	// the init process (or a subreaper) does that.
 	go cmd.Wait()
+	if m.PidsCgroup != "" {
+		if err := pidsV1Add(m.PidsCgroup, cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			return err
+		}
+	}
 	_, start, err := procStat(cmd.Process.Pid)
 	if err != nil {
 		return fmt.Errorf("read start time of sandbox %d: %w", cmd.Process.Pid, err)
@@ -667,7 +678,7 @@ func (p *Provider) kill(m *meta) error {
 	}
 	pid, start := p.pid(m)
 	if !alive(pid, start) {
-		return nil
+		return p.removePidsCgroup(m)
 	}
 	// SIGKILL to the PID namespace's init makes the kernel kill every
 	// process in the namespace.
@@ -681,7 +692,24 @@ func (p *Provider) kill(m *meta) error {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	return nil
+	return p.removePidsCgroup(m)
+}
+
+// removePidsCgroup removes the v1 pids cgroup of a sandbox whose processes
+// are gone.
+func (p *Provider) removePidsCgroup(m *meta) error {
+	if m.PidsCgroup == "" {
+		return nil
+	}
+	return pidsV1Remove(m.PidsCgroup)
+}
+
+// pidsMax is the pids limit per instance: pids_max, or the default.
+func (p *Provider) pidsMax() int {
+	if p.cfg.PidsMax != nil {
+		return *p.cfg.PidsMax
+	}
+	return defaultPidsMax
 }
 
 // destroy kills the instance and removes its directory. Calling it again

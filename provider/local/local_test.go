@@ -4,6 +4,7 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -129,8 +130,9 @@ func run(t testing.TB, p provider.InstanceGroup, id, cmd string) providertest.Re
 }
 
 type instanceMeta struct {
-	PID    int    `json:"pid"`
-	Cgroup string `json:"cgroup"`
+	PID        int    `json:"pid"`
+	Cgroup     string `json:"cgroup"`
+	PidsCgroup string `json:"pids_cgroup"`
 }
 
 func readMeta(t testing.TB, stateDir, id string) instanceMeta {
@@ -402,5 +404,46 @@ func TestIsolatedNetwork(t *testing.T) {
 	res := run(t, p, id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
 	if res.Stdout != "lo\n" {
 		t.Errorf("interfaces in an isolated sandbox: %q, want only lo", res.Stdout)
+	}
+}
+
+// TestPidsLimit checks that pids_max contains a fork bomb: a job cannot
+// have more processes than the limit, whichever cgroup version enforces it.
+func TestPidsLimit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if _, err := local.New().Init(context.Background(), provider.Settings{StateDir: t.TempDir(), Config: []byte(`{"pids_max": 64}`)}); err == nil {
+			t.Error("Init accepted pids_max without cgroups")
+		}
+		return
+	}
+	dir := t.TempDir()
+	p := newGroup(t, dir, `{"pids_max": 64}`)
+	id := startOne(t, p)
+	m := readMeta(t, dir, id)
+	limited := m.Cgroup
+	if m.PidsCgroup != "" {
+		limited = m.PidsCgroup
+	}
+	if _, err := os.Stat(filepath.Join(limited, "pids.max")); err != nil {
+		t.Skip("no pids controller here (neither cgroup v2 nor v1)")
+	}
+	if b, _ := os.ReadFile(filepath.Join(limited, "pids.max")); strings.TrimSpace(string(b)) != "64" {
+		t.Fatalf("pids.max of %s is %q, want 64", limited, b)
+	}
+	// A fork bomb of sorts: 200 sleeps. The kernel refuses forks past the
+	// limit and counts them in pids.events.
+	run(t, p, id, `for i in $(seq 200); do sleep 2 & done 2>/dev/null; wait 2>/dev/null; true`)
+	b, err := os.ReadFile(filepath.Join(limited, "pids.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused int
+	fmt.Sscanf(strings.TrimSpace(string(b)), "max %d", &refused)
+	if refused == 0 {
+		t.Errorf("200 processes under pids_max 64 and no fork was refused (pids.events %q)", b)
+	}
+	t.Logf("forks refused under pids_max 64: %d (%s)", refused, limited)
+	if res := run(t, p, id, "echo alive"); res.Stdout != "alive\n" {
+		t.Errorf("sandbox unusable after the limit was hit: %+v", res)
 	}
 }

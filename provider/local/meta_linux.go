@@ -38,10 +38,13 @@ type meta struct {
 	// HostKey is the instance's SSH host public key, authorized_keys format.
 	HostKey string `json:"host_key"`
 	// Cgroup is the instance's cgroup v2 directory, empty when none.
-	Cgroup    string    `json:"cgroup,omitempty"`
-	Network   string    `json:"network"`
-	UserNS    bool      `json:"userns"`
-	CreatedAt time.Time `json:"created_at"`
+	Cgroup string `json:"cgroup,omitempty"`
+	// PidsCgroup is the instance's cgroup v1 pids directory on hybrid
+	// hosts (see pidsv1_linux.go), empty when none.
+	PidsCgroup string    `json:"pids_cgroup,omitempty"`
+	Network    string    `json:"network"`
+	UserNS     bool      `json:"userns"`
+	CreatedAt  time.Time `json:"created_at"`
 	// StartedAt is when the current sandbox process was started; boot
 	// timeouts count from here.
 	StartedAt time.Time `json:"started_at"`
