@@ -90,7 +90,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		return provider.Info{}, fmt.Errorf("local provider: state dir: %w", err)
 	}
 	p.stateDir = abs
-	if err := checkPrivate(p.cfg.HostPaths, append([]string{abs}, s.Private...)); err != nil {
+	if err := checkPrivate(p.cfg.HostPaths, append(append([]string(nil), s.Private...), abs)); err != nil {
 		return provider.Info{}, err
 	}
 	p.dir = filepath.Join(abs, "local")
