@@ -19,6 +19,18 @@ type cgroupRoot struct {
 	// pidsV1 is the group's cgroup v1 pids directory, used for the pids
 	// limit when the v2 tree has no pids controller; empty otherwise.
 	pidsV1 string
+	// controllers are the v2 controllers instance cgroups get.
+	controllers []string
+}
+
+// has reports whether instance cgroups get the v2 controller ctl.
+func (c *cgroupRoot) has(ctl string) bool {
+	for _, x := range c.controllers {
+		if x == ctl {
+			return true
+		}
+	}
+	return false
 }
 
 // findCgroup2 returns the cgroup v2 directory of the calling process, found
@@ -81,7 +93,9 @@ func newCgroupRoot(group string) *cgroupRoot {
 			return nil
 		}
 	}
-	if ctl, _ := os.ReadFile(filepath.Join(c.dir, "cgroup.controllers")); !strings.Contains(" "+string(ctl)+" ", " pids ") {
+	ctl, _ := os.ReadFile(filepath.Join(c.dir, "cgroup.subtree_control"))
+	c.controllers = strings.Fields(string(ctl))
+	if !c.has("pids") {
 		c.pidsV1 = newPidsV1(group)
 	}
 	return c

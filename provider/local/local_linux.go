@@ -107,8 +107,8 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		p.uids, p.gids = subIDs()
 		p.cgroups = newCgroupRoot(p.group)
 	}
-	if (p.cfg.MemoryMax != "" || p.cfg.CPUMax != "" || p.cfg.PidsMax != nil && *p.cfg.PidsMax > 0) && p.cgroups == nil {
-		return provider.Info{}, errors.New("local provider: memory_max, cpu_max and pids_max need a writable cgroup v2 tree (run berth as root on a cgroup v2 host) or remove them from provider_config")
+	if err := p.checkLimits(); err != nil {
+		return provider.Info{}, err
 	}
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
 		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil)
@@ -702,6 +702,30 @@ func (p *Provider) removePidsCgroup(m *meta) error {
 		return nil
 	}
 	return pidsV1Remove(m.PidsCgroup)
+}
+
+// checkLimits refuses limits set in provider_config that this host cannot
+// enforce, so that the problem shows at start rather than at the first
+// instance.
+func (p *Provider) checkLimits() error {
+	explicitPids := p.cfg.PidsMax != nil && *p.cfg.PidsMax > 0
+	if (p.cfg.MemoryMax != "" || p.cfg.CPUMax != "" || explicitPids) && p.cgroups == nil {
+		return errors.New("local provider: memory_max, cpu_max and pids_max need a writable cgroup tree (run berth as root on a cgroup v2 host) or remove them from provider_config")
+	}
+	for _, l := range []struct {
+		set      bool
+		key, ctl string
+		fallback bool
+	}{
+		{p.cfg.MemoryMax != "", "memory_max", "memory", false},
+		{p.cfg.CPUMax != "", "cpu_max", "cpu", false},
+		{explicitPids, "pids_max", "pids", p.cgroups != nil && p.cgroups.pidsV1 != ""},
+	} {
+		if l.set && !p.cgroups.has(l.ctl) && !l.fallback {
+			return fmt.Errorf("local provider: provider_config %s needs the cgroup v2 %s controller, which berth's cgroup %s does not offer (it offers %v); enable it for berth's cgroup (e.g. systemd Delegate=yes) or remove %s", l.key, l.ctl, filepath.Dir(p.cgroups.dir), p.cgroups.controllers, l.key)
+		}
+	}
+	return nil
 }
 
 // pidsMax is the pids limit per instance: pids_max, or the default.

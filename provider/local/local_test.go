@@ -447,3 +447,28 @@ func TestPidsLimit(t *testing.T) {
 		t.Errorf("sandbox unusable after the limit was hit: %+v", res)
 	}
 }
+
+// TestLimitsTheHostCannotEnforce checks that a limit the host's cgroups
+// cannot enforce is refused at Init, naming the key.
+func TestLimitsTheHostCannotEnforce(t *testing.T) {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	for _, key := range []string{"memory_max", "cpu_max"} {
+		cfg := map[string]string{"memory_max": `{"memory_max": "1G"}`, "cpu_max": `{"cpu_max": "100000 100000"}`}[key]
+		p := local.New()
+		_, err := p.Init(context.Background(), provider.Settings{StateDir: t.TempDir(), Config: []byte(cfg)})
+		if err == nil {
+			// The host offers the controller: the limit must then be set.
+			dir := t.TempDir()
+			p := newGroup(t, dir, cfg)
+			id := startOne(t, p)
+			file := map[string]string{"memory_max": "memory.max", "cpu_max": "cpu.max"}[key]
+			if got, err := os.ReadFile(filepath.Join(readMeta(t, dir, id).Cgroup, file)); err != nil || len(got) == 0 {
+				t.Errorf("%s accepted but %s not set: %q %v", key, file, got, err)
+			}
+			continue
+		}
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("%s refused without naming the key: %v (host cgroups: %s)", key, err, b)
+		}
+	}
+}
