@@ -146,6 +146,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			"environments", len(saved.Envs), "pending_increases", len(saved.Pending), "dead_jobs", len(dead))
 		for _, d := range dead {
 			log.Warn("job died with the previous berth process; releasing its slot", "key", d.Key, "instance", d.InstanceID)
+			// Its leftovers must not reach the next job: reset the
+			// instance now, before any job can be booked on it.
+			if !as.DeleteInstanceOnDeadJob {
+				m.recycle(ctx, log, d.InstanceID)
+			}
 		}
 	} else {
 		core = scaler.New(coreCfg, time.Now())
