@@ -131,6 +131,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
 		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
 	}
+	warnIsolatedGitLab(cfg, log)
 	if m.info.MaxSize > 0 && coreCfg.MaxInstances > m.info.MaxSize {
 		log.Warn("max_instances is above the provider's group size; using the group size", "max_instances", coreCfg.MaxInstances, "provider_max", m.info.MaxSize)
 		coreCfg.MaxInstances = m.info.MaxSize
@@ -452,6 +453,26 @@ func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) {
 	defer cancel()
 	if err := r.Recycle(rctx, id); err != nil {
 		log.Error("reset instance between jobs", "instance", id, "err", err)
+	}
+}
+
+// warnIsolatedGitLab warns when GitLab jobs will run in local sandboxes
+// without network: they clone their repository over the network, which the
+// local provider's default network = "isolated" does not give them.
+func warnIsolatedGitLab(cfg *config.Config, log *slog.Logger) {
+	if cfg.Autoscaler.Provider != "local" {
+		return
+	}
+	var pc struct{ Network string }
+	json.Unmarshal(cfg.Autoscaler.ProviderConfig, &pc)
+	if pc.Network == "host" {
+		return
+	}
+	for _, s := range cfg.Sources {
+		if s.Kind == config.SourceGitLab {
+			log.Warn(`GitLab jobs clone their repository over the network, but local sandboxes have none with network = "isolated" (the default); set network = "host" in [autoscaler.provider_config] (see the README's "Security model"), or GIT_STRATEGY: none for jobs that need no sources`, "source", s.String())
+			return
+		}
 	}
 }
 
