@@ -90,6 +90,11 @@ func gitRepo(t *testing.T) (url, sha string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	// Jobs run as a subordinate uid when berth is root: the repository
+	// must be world-readable, as a git server's would be to its clients.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	run := func(args ...string) string {
 		cmd := exec.Command("git", args...)
 		cmd.Dir = dir
@@ -105,6 +110,9 @@ func gitRepo(t *testing.T) (url, sha string) {
 	os.WriteFile(filepath.Join(dir, "README"), []byte("checked out by berth\n"), 0o644)
 	run("add", "README")
 	run("commit", "-q", "-m", "first")
+	// Untracked: git config for the jobs that fetch from here (see the
+	// GIT_CONFIG_GLOBAL variable of the jobs).
+	os.WriteFile(filepath.Join(dir, "jobs.gitconfig"), []byte("[safe]\n\tdirectory = *\n"), 0o644)
 	return "file://" + dir, run("rev-parse", "HEAD")
 }
 
@@ -121,7 +129,11 @@ func TestGitLabFiftyJobsOnFiveInstances(t *testing.T) {
 		}
 		ids = append(ids, fake.AddJob(gitlabfake.JobSpec{
 			RepoURL: repo, Ref: "main", Sha: sha, Script: script,
-			Variables: []gitlabfake.Variable{{Key: "SECRET", Value: secret, Masked: true}},
+			Variables: []gitlabfake.Variable{{Key: "SECRET", Value: secret, Masked: true},
+				// The repository is a directory on the host, owned by
+				// another uid than the job's; a real GitLab serves it
+				// over HTTP, where git asks nothing of ownership.
+				{Key: "GIT_CONFIG_GLOBAL", Value: strings.TrimPrefix(repo, "file://") + "/jobs.gitconfig"}},
 		}))
 	}
 	m := startManager(t, fmt.Sprintf(`
@@ -133,9 +145,13 @@ request_concurrency = 4
 check_interval = "100ms"
 [autoscaler]
 max_instances = 5
+[autoscaler.provider_config]
+# The fake GitLab serves the repository from the host's disk; jobs see
+# only the host paths listed here.
+host_paths = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", %q]
 [[autoscaler.policy]]
 idle_count = 2
-`, fake.URL()))
+`, fake.URL(), strings.TrimPrefix(repo, "file://")))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

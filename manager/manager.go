@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, err
 	}
-	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName)})
+	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("initialise provider %q: %w", provName, err)
 	}
@@ -143,6 +143,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
 		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
 	}
+	warnIsolatedGitLab(cfg, log)
 	if m.info.MaxSize > 0 && coreCfg.MaxInstances > m.info.MaxSize {
 		log.Warn("max_instances is above the provider's group size; using the group size", "max_instances", coreCfg.MaxInstances, "provider_max", m.info.MaxSize)
 		coreCfg.MaxInstances = m.info.MaxSize
@@ -158,6 +159,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			"environments", len(saved.Envs), "pending_increases", len(saved.Pending), "dead_jobs", len(dead))
 		for _, d := range dead {
 			log.Warn("job died with the previous berth process; releasing its slot", "key", d.Key, "instance", d.InstanceID)
+			// Its leftovers must not reach the next job: reset the
+			// instance now, before any job can be booked on it.
+			if !as.DeleteInstanceOnDeadJob {
+				m.recycle(ctx, log, d.InstanceID)
+			}
 		}
 	} else {
 		core = scaler.New(coreCfg, time.Now())
@@ -433,14 +439,70 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC()})
 		if err := m.fleet.Suspend(key, envKey, state); err != nil {
 			fmt.Fprintf(job.Log(), "\nberth: could not park the environment: %v\n", err)
+			m.recycle(ctx, log, acq.Instance)
 			_ = m.fleet.Release(key)
 		} else {
 			res.EnvKey = envKey
 		}
 	} else {
+		m.recycle(ctx, log, acq.Instance)
 		_ = m.fleet.Release(key)
 	}
 	finish(res)
+}
+
+// recycle asks the provider to wipe what the job left on its instance before
+// the slot takes another job. With several slots per instance other jobs may
+// still run there, so jobs share the instance as they share its slots and
+// nothing is wiped. A provider whose reset fails takes the instance out of
+// service itself (the local provider kills it), so the error is only logged.
+func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) {
+	r, ok := m.prov.(provider.Recycler)
+	if !ok || m.cfg.Autoscaler.CapacityPerInstance != 1 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := r.Recycle(rctx, id); err != nil {
+		log.Error("reset instance between jobs", "instance", id, "err", err)
+	}
+}
+
+// warnIsolatedGitLab warns when GitLab jobs will run in local sandboxes
+// without network: they clone their repository over the network, which the
+// local provider's default network = "isolated" does not give them.
+func warnIsolatedGitLab(cfg *config.Config, log *slog.Logger) {
+	if cfg.Autoscaler.Provider != "local" {
+		return
+	}
+	var pc struct{ Network string }
+	json.Unmarshal(cfg.Autoscaler.ProviderConfig, &pc)
+	if pc.Network == "host" {
+		return
+	}
+	for _, s := range cfg.Sources {
+		if s.Kind == config.SourceGitLab {
+			log.Warn(`GitLab jobs clone their repository over the network, but local sandboxes have none with network = "isolated" (the default); set network = "host" in [autoscaler.provider_config] (see the README's "Security model"), or GIT_STRATEGY: none for jobs that need no sources`, "source", s.String())
+			return
+		}
+	}
+}
+
+// privatePaths lists what no instance may see: the state directory, the
+// config file and every token file the config names.
+func privatePaths(cfg *config.Config) []string {
+	paths := []string{cfg.StateDir}
+	for _, f := range []string{cfg.File, cfg.TLSCertFile, cfg.TLSKeyFile} {
+		if f != "" {
+			paths = append(paths, f)
+		}
+	}
+	for _, src := range cfg.Sources {
+		if src.TokenFile != "" {
+			paths = append(paths, src.TokenFile)
+		}
+	}
+	return paths
 }
 
 // checkEnvKey refuses a key minted by another berth state.

@@ -70,6 +70,11 @@ type Settings struct {
 	Config json.RawMessage `json:"config,omitempty"`
 	// StateDir is a directory the provider may use for its own files.
 	StateDir string `json:"state_dir"`
+	// Private lists host paths that instances must never see: berth's
+	// state directory, its config file, token files and other paths the
+	// config names. A provider that shows host files to instances refuses
+	// to start when one of these would be visible.
+	Private []string `json:"private,omitempty"`
 }
 
 // ConnectInfo tells an executor how to reach an instance over SSH.
@@ -141,6 +146,16 @@ type Notifier interface {
 	// that a later Update no longer shows; it returns quickly and does not
 	// call the provider.
 	Notify(fn func(id string, s State))
+}
+
+// Recycler is the optional capability of providers that can reset an
+// instance between two jobs, so that nothing one job left behind (processes,
+// temporary files, its home directory, the hostname) is seen by the next.
+// The manager calls Recycle when a job released its slot on an instance that
+// holds one slot, and never on a parked environment.
+type Recycler interface {
+	// Recycle resets the instance; it returns once the reset is complete.
+	Recycle(ctx context.Context, id string) error
 }
 
 // ErrUnknownProvider is returned by New for a name nobody registered.

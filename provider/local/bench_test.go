@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,6 +23,7 @@ import (
 // BenchmarkBoot measures Increase(1) until the instance's SSH server
 // completes a handshake (Heartbeat succeeds). Deletion is not timed.
 func BenchmarkBoot(b *testing.B) {
+	quietLog(b)
 	p := newGroup(b, b.TempDir(), "")
 	ctx := context.Background()
 	b.ResetTimer()
@@ -166,4 +168,30 @@ func maxOf(v []int) int {
 		m = max(m, x)
 	}
 	return m
+}
+
+// BenchmarkRecycle measures the reset between two jobs as the manager asks
+// for it: an SSH handshake and the sandbox killing, wiping and renaming,
+// after a job that left a background process and files behind.
+func BenchmarkRecycle(b *testing.B) {
+	quietLog(b)
+	p := newGroup(b, b.TempDir(), "")
+	id := startOne(b, p)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		run(b, p, id, "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo x > /tmp/x; echo y > /berth/y")
+		b.StartTimer()
+		if err := p.Recycle(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// quietLog keeps the provider's log lines out of the benchmark's output.
+func quietLog(b *testing.B) {
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	b.Cleanup(func() { slog.SetDefault(prev) })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -15,6 +16,21 @@ import (
 // cgroup.freeze exists (unprivileged users, cgroup v1 only hosts).
 type cgroupRoot struct {
 	dir string
+	// pidsV1 is the group's cgroup v1 pids directory, used for the pids
+	// limit when the v2 tree has no pids controller; empty otherwise.
+	pidsV1 string
+	// controllers are the v2 controllers instance cgroups get.
+	controllers []string
+}
+
+// has reports whether instance cgroups get the v2 controller ctl.
+func (c *cgroupRoot) has(ctl string) bool {
+	for _, x := range c.controllers {
+		if x == ctl {
+			return true
+		}
+	}
+	return false
 }
 
 // findCgroup2 returns the cgroup v2 directory of the calling process, found
@@ -71,25 +87,46 @@ func newCgroupRoot(group string) *cgroupRoot {
 		return nil
 	}
 	defer c.tidy()
+	c.enableControllers()
 	for _, f := range []string{"cgroup.kill", "cgroup.freeze", "cgroup.procs"} {
 		if _, err := os.Stat(filepath.Join(c.dir, f)); err != nil {
 			return nil
 		}
 	}
+	ctl, _ := os.ReadFile(filepath.Join(c.dir, "cgroup.subtree_control"))
+	c.controllers = strings.Fields(string(ctl))
+	if !c.has("pids") {
+		c.pidsV1 = newPidsV1(group)
+	}
 	return c
 }
 
-// tidy removes the group's cgroup directory if no instance uses it.
-func (c *cgroupRoot) tidy() { os.Remove(c.dir) }
+// enableControllers lets instance cgroups have the controllers for the
+// limits, where the parent offers them; what is not offered stays
+// unlimited (or is an error in create when a limit was set explicitly).
+func (c *cgroupRoot) enableControllers() {
+	for _, ctl := range []string{"+memory", "+cpu", "+pids"} {
+		os.WriteFile(filepath.Join(c.dir, "cgroup.subtree_control"), []byte(ctl), 0)
+	}
+}
 
-// create makes the cgroup of one instance and applies the memory limit.
-func (c *cgroupRoot) create(id, memoryMax string) (string, error) {
+// tidy removes the group's cgroup directory if no instance uses it.
+func (c *cgroupRoot) tidy() {
+	os.Remove(c.dir)
+	if c.pidsV1 != "" {
+		os.Remove(c.pidsV1)
+	}
+}
+
+// create makes the cgroup of one instance and applies the limits of cfg.
+func (c *cgroupRoot) create(id string, cfg Config) (string, error) {
 	dir := filepath.Join(c.dir, id)
 	var err error
 	for try := 0; try < 3; try++ { // a concurrent tidy may remove c.dir
 		if err = os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			break
 		}
+		c.enableControllers()
 		if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
 			err = nil
 			break
@@ -98,10 +135,35 @@ func (c *cgroupRoot) create(id, memoryMax string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
-	if memoryMax != "" {
-		if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(memoryMax), 0); err != nil {
+	pids, explicitPids := defaultPidsMax, cfg.PidsMax != nil
+	if explicitPids {
+		pids = *cfg.PidsMax
+	}
+	limits := []struct {
+		file, key, value string
+		explicit         bool
+	}{
+		{"memory.max", "memory_max", cfg.MemoryMax, cfg.MemoryMax != ""},
+		{"cpu.max", "cpu_max", cfg.CPUMax, cfg.CPUMax != ""},
+		{"pids.max", "pids_max", strconv.Itoa(pids), explicitPids && pids > 0},
+	}
+	if c.pidsV1 != "" {
+		limits = limits[:2] // pids.max goes to the v1 hierarchy: see pidsV1Create
+	}
+	for _, l := range limits {
+		if l.value == "" || l.value == "0" {
+			continue
+		}
+		path := filepath.Join(dir, l.file)
+		if _, err := os.Stat(path); err != nil && !l.explicit {
+			// The default pids limit applies where the controller is
+			// enabled; hybrid and delegated-without-pids hosts go
+			// without.
+			continue
+		}
+		if err := os.WriteFile(path, []byte(l.value), 0); err != nil {
 			os.Remove(dir)
-			return "", fmt.Errorf("set memory.max of %s: %w (memory_max needs the cgroup v2 memory controller enabled for berth's cgroup)", dir, err)
+			return "", fmt.Errorf("set %s of %s to %q: %w (provider_config %s needs the cgroup v2 controller enabled for berth's cgroup; remove the key or enable the controller)", l.file, dir, l.value, err, l.key)
 		}
 	}
 	return dir, nil

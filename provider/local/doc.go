@@ -1,6 +1,6 @@
 // Package local is berth's embedded default provider: every instance is a
-// Linux sandbox that behaves like a small VM, with its own PID, mount, UTS and
-// IPC namespaces and a built-in SSH server.
+// Linux sandbox that behaves like a small VM, with its own user, PID, mount,
+// UTS, IPC and (by default) network namespaces and a built-in SSH server.
 //
 // # How a sandbox runs
 //
@@ -14,24 +14,56 @@
 // SIGKILL leaves them running, and a new provider on the same state
 // directory adopts them through Update.
 //
-// Inside a sandbox the hostname is the instance ID, the host file system is
-// visible read-only, /berth (also HOME and the working directory of every
-// command) is the instance's writable disk, /tmp is a private writable
-// directory, /proc shows only the sandbox's own processes, and the provider's
-// state directory is hidden. Commands run as root inside the sandbox. When
-// berth runs unprivileged, the sandbox also gets a user namespace that maps
-// the caller to uid 0, so "root" inside has no more rights on the host than
-// the caller.
+// # What a job sees and may do
 //
-// A sandbox isolates jobs from each other and from the host's view; it is
-// not a security boundary when berth runs as root, because root inside is
-// then the host's root (with /dev shared). Run berth unprivileged when jobs
-// are untrusted.
+// Every sandbox has its own user namespace, also when berth runs as root.
+// Unprivileged, the caller's uid is root inside. As root, the sandbox's IDs
+// 0..65535 map to a subordinate range: the "berth" entries of /etc/subuid
+// and /etc/subgid when present, else 1879048192..1879113727 (just above the
+// range systemd reserves for containers). Host uid 0 is never mapped, so
+// root in a job holds no capability on the host.
+//
+// The host file system is an allowlist: each path of host_paths (default
+// /usr /bin /sbin /lib /lib32 /lib64 /libx32 /etc /opt, missing ones
+// skipped) is bound read-only. /berth (HOME and the working directory) is
+// the instance's writable disk, /tmp its private writable directory, /proc
+// a procfs of the sandbox's PID namespace, and /dev a read-only tmpfs with
+// null, zero, full, random, urandom and tty from the host, a devpts of its
+// own (ptmx) and a private 64 MiB /dev/shm. Nothing else exists: no /sys,
+// /home, /root, /var, /run, no host devices. Init refuses to start when a
+// host path would show a private path (Settings.Private: berth's state dir,
+// config file, token files; and always the provider's state dir), naming
+// the path and the key to change.
+//
+// PID 1 sets this up, makes itself non-dumpable, ignores the signals that
+// would end it, sets no_new_privs and installs a seccomp filter (see
+// deniedSyscalls: the mount family, ptrace, open_by_handle_at, kexec,
+// modules, clock, keyring, bpf, perf, userfaultfd and more; system calls of
+// a foreign ABI kill the caller). Every command then starts in a user
+// namespace nested in the sandbox's, with its own mount, UTS and IPC
+// namespaces: the kernel locks every mount copied into a namespace owned by
+// a less privileged user namespace, so even root in a job cannot unmount,
+// remount or move what PID 1 set up. A job's hostname change and System V
+// IPC objects die with it.
+//
+// Between jobs the manager calls Recycle (provider.Recycler): PID 1 kills
+// every other process of the PID namespace, empties /tmp, /dev/shm and
+// /berth and resets the hostname. If that fails the sandbox is killed, so
+// the next job never sees the last one's leftovers. A parked (suspended)
+// environment is never recycled: the job that resumes it sees what the
+// parking job left.
+//
+// Network: "isolated" (the default) gives each sandbox a network namespace
+// with only loopback, so jobs reach neither berth's API nor other sandboxes'
+// SSH ports on the host's loopback. "host" shares the host's network.
 //
 // The SSH server listens on a host loopback socket (127.0.0.1, random port)
 // that the provider opens before the clone and passes as an inherited file
 // descriptor. That keeps the sandbox reachable whatever its network mode, and
-// needs no privileges.
+// needs no privileges. The sandbox gets everything else from its instance
+// directory as inherited descriptors too (the configuration through a pipe;
+// as root, the disk and tmp directories as detached mounts from open_tree),
+// because a subordinate uid may not be able to reach that directory.
 //
 // # Configuration
 //
@@ -39,20 +71,27 @@
 // keys are rejected so typos surface at start:
 //
 //	{
-//	  "network":    "auto",   // "auto" or "host": share the host's network (default);
-//	                          // "isolated": own network namespace with only loopback
-//	                          // (jobs have no network; SSH still works)
-//	  "memory_max": "2G"      // optional cgroup v2 memory.max per instance; needs a
-//	                          // writable cgroup v2 tree with the memory controller
+//	  "network":    "isolated", // default; "auto" is the same; "host" shares the
+//	                            // host's network, loopback services included
+//	  "host_paths": ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+//	                 "/libx32", "/etc", "/opt"],  // read-only host paths, the default
+//	  "memory_max": "2G",       // optional cgroup v2 memory.max per instance
+//	  "cpu_max":    "200000 100000", // optional cgroup v2 cpu.max (here: 2 CPUs)
+//	  "pids_max":   4096        // cgroup v2 pids.max; default 4096 where the pids
+//	                            // controller is available, 0 = no limit
 //	}
+//
+// The limits need berth to run as root on a host whose cgroup v2 tree offers
+// the controller to berth's cgroup; a limit set explicitly where that is not
+// so is an error at start.
 //
 // # State layout
 //
 // Under Settings.StateDir the provider keeps local/client_key (the group's
 // SSH client key, generated once) and local/instances/ID/ with meta.json
 // (pid, process start time, address, host key, desired state), host_key,
-// disk/ (mounted at /berth), tmp/, root/ (mount point of the sandbox's root)
-// and sandbox.log.
+// disk/ (mounted at /berth), tmp/ (mounted at /tmp), sandbox.pid, ready and
+// sandbox.log.
 //
 // # Instance states
 //

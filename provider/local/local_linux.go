@@ -36,17 +36,6 @@ const Version = "0.1.0"
 // Update reports it as timed out.
 const bootTimeout = 2 * time.Minute
 
-// Config is the provider_config of the local provider; see the package
-// documentation for the JSON form.
-type Config struct {
-	// Network is "auto" (the default) or "host" to share the host's
-	// network, or "isolated" for a network namespace with only loopback.
-	Network string `json:"network"`
-	// MemoryMax is written to the instance cgroup's memory.max, e.g. "2G".
-	// Empty means no limit.
-	MemoryMax string `json:"memory_max"`
-}
-
 // Provider is the local sandbox provider. Create it with New (or
 // provider.New("local")) and call Init before anything else. It is safe for
 // concurrent use; one state directory must be used by one berth process at a
@@ -59,9 +48,12 @@ type Provider struct {
 	signer    ssh.Signer
 	clientPEM []byte
 	clientPub string // authorized_keys line
-	userNS    bool
-	cgroups   *cgroupRoot
-	log       *slog.Logger
+	// asRoot is true when berth runs as root; sandboxes then map their
+	// IDs to the subordinate ranges uids and gids, never to host root.
+	asRoot     bool
+	uids, gids idRange
+	cgroups    *cgroupRoot
+	log        *slog.Logger
 
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex // per-instance operation locks
@@ -86,20 +78,11 @@ func checkID(id string) error {
 // client key, and checks that sandboxes can be started here by starting a
 // short-lived probe sandbox.
 func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info, error) {
-	if len(bytes.TrimSpace(s.Config)) > 0 && string(bytes.TrimSpace(s.Config)) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(s.Config))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p.cfg); err != nil {
-			return provider.Info{}, fmt.Errorf("local provider: bad provider_config: %w (valid keys: network, memory_max)", err)
-		}
+	cfg, err := parseConfig(s.Config)
+	if err != nil {
+		return provider.Info{}, err
 	}
-	switch p.cfg.Network {
-	case "", "auto", "host":
-		p.cfg.Network = "host"
-	case "isolated":
-	default:
-		return provider.Info{}, fmt.Errorf("local provider: provider_config network %q is not one of auto, host, isolated", p.cfg.Network)
-	}
+	p.cfg = cfg
 	if s.StateDir == "" {
 		return provider.Info{}, errors.New("local provider: no state directory given; set state_dir")
 	}
@@ -108,6 +91,9 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		return provider.Info{}, fmt.Errorf("local provider: state dir: %w", err)
 	}
 	p.stateDir = abs
+	if err := checkPrivate(p.cfg.HostPaths, append(append([]string(nil), s.Private...), abs)); err != nil {
+		return provider.Info{}, err
+	}
 	p.dir = filepath.Join(abs, "local")
 	sum := sha256.Sum256([]byte(p.dir))
 	p.group = hex.EncodeToString(sum[:4])
@@ -117,13 +103,16 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	if err := p.loadClientKey(); err != nil {
 		return provider.Info{}, err
 	}
-	p.userNS = os.Geteuid() != 0
-	if !p.userNS {
+	p.asRoot = os.Geteuid() == 0
+	if p.asRoot {
+		p.uids, p.gids = subIDs()
 		p.cgroups = newCgroupRoot(p.group)
 	}
-	if p.cfg.MemoryMax != "" && p.cgroups == nil {
-		return provider.Info{}, errors.New("local provider: memory_max needs a writable cgroup v2 tree (run berth as root on a cgroup v2 host) or remove memory_max")
+	if err := p.checkLimits(); err != nil {
+		return provider.Info{}, err
 	}
+	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
+		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil)
 	p.cleanLeftovers()
 	if err := p.probe(ctx); err != nil {
 		return provider.Info{}, fmt.Errorf(`local provider: cannot start sandboxes on this machine: %w; if namespaces are unavailable (containers without CAP_SYS_ADMIN, kernels or AppArmor policies that forbid unprivileged user namespaces), use provider "sim" or an external plugin instead`, err)
@@ -228,19 +217,23 @@ func (p *Provider) probe(ctx context.Context) error {
 		return err
 	}
 	defer removeAll(dir)
-	for _, d := range []string{diskDir, tmpDir, rootDir} {
+	for _, d := range []string{diskDir, tmpDir} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
 	}
-	if err := writeJSON(filepath.Join(dir, configFile), sandboxConfig{ID: "probe", Network: p.cfg.Network, Probe: true}); err != nil {
+	if err := p.chownInstance(dir); err != nil {
 		return err
 	}
-	cmd, err := p.command(dir, nil, "")
+	sc := p.sandboxConfig("probe", "")
+	sc.Dir = dir
+	cmd, err := p.command(dir, nil, "", sc)
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	closeCmdFiles(cmd)
+	if err != nil {
 		return fmt.Errorf("start probe sandbox: %w", err)
 	}
 	done := make(chan error, 1)
@@ -262,16 +255,109 @@ func (p *Provider) probe(ctx context.Context) error {
 	return nil
 }
 
+// sandboxConfig is what a sandbox of this provider is told at start.
+func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
+	return sandboxConfig{
+		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
+		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot,
+	}
+}
+
+// chownInstance gives the directories a sandbox writes to (disk, tmp) to
+// the sandbox's root when berth runs as root; unprivileged, the caller's
+// uid is the sandbox's root already.
+func (p *Provider) chownInstance(dir string) error {
+	if !p.asRoot {
+		return nil
+	}
+	for _, d := range []string{diskDir, tmpDir} {
+		if err := os.Chown(filepath.Join(dir, d), p.uids.Base, p.gids.Base); err != nil {
+			return fmt.Errorf("give %s to the sandbox's uid %d: %w", d, p.uids.Base, err)
+		}
+	}
+	return nil
+}
+
 // command prepares the re-execution of this binary as the sandbox of dir.
-// The log file and listener are handed over as inherited descriptors; the
-// new process gets its own session so that it outlives berth.
-func (p *Provider) command(dir string, ln *os.File, cgroup string) (*exec.Cmd, error) {
-	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+// Everything the sandbox needs from its directory is handed over as
+// inherited descriptors (see listenerFD and the constants after it): the
+// configuration through a pipe, the pid and ready files opened for writing,
+// the disk and tmp directories as O_PATH descriptors. The new process gets
+// its own session so that it outlives berth.
+func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxConfig) (*exec.Cmd, error) {
+	var files []*os.File
+	fail := func(err error) (*exec.Cmd, error) {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
 		return nil, err
 	}
+	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	files = append(files, logf)
+	if ln == nil {
+		// A probe serves nothing; fd 3 must still be taken.
+		if ln, err = os.Open(os.DevNull); err != nil {
+			return fail(err)
+		}
+		files = append(files, ln)
+	}
+	b, err := json.Marshal(sc)
+	if err != nil {
+		return fail(err)
+	}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	files = append(files, cfgR)
+	// A few kilobytes fit the pipe buffer: no reader is needed yet.
+	_, err = cfgW.Write(b)
+	cfgW.Close()
+	if err != nil {
+		return fail(err)
+	}
+	extra := []*os.File{ln, cfgR}
+	for _, name := range []string{pidFile, readyFile} {
+		path := filepath.Join(dir, name)
+		if sc.Probe {
+			path = os.DevNull
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return fail(err)
+		}
+		files = append(files, f)
+		extra = append(extra, f)
+	}
+	for _, name := range []string{diskDir, tmpDir} {
+		// As root, the sandbox's uid may not reach the instance
+		// directory, and a descriptor of the host's mount namespace
+		// cannot be bound in another; a detached copy of the mount
+		// (open_tree) can be moved into it. Unprivileged, the sandbox
+		// binds the directory by path (sc.Dir) and only needs fd 7 and 8
+		// to be taken.
+		path := filepath.Join(dir, name)
+		var fd int
+		var err error
+		if p.asRoot {
+			fd, err = unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		} else {
+			fd, err = unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("open %s: %w", name, err))
+		}
+		f := os.NewFile(uintptr(fd), name)
+		files = append(files, f)
+		extra = append(extra, f)
+	}
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"berth-sandbox", filepath.Base(dir)}
+	cmd.Args = []string{"berth-sandbox", sc.ID}
 	// A clean environment: berth's own (possibly secrets) must not leak
 	// into the instances.
 	cmd.Env = []string{sandboxEnv + "=" + dir, "GOMAXPROCS=2", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -279,38 +365,48 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string) (*exec.Cmd, e
 		cmd.Env = append(cmd.Env, "GORACE="+v)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if ln != nil {
-		cmd.ExtraFiles = []*os.File{ln}
-	}
-	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
+	cmd.ExtraFiles = extra
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)
 	if p.cfg.Network == "isolated" {
 		flags |= unix.CLONE_NEWNET
 	}
-	attr := &syscall.SysProcAttr{Setsid: true}
-	if p.userNS {
-		flags |= unix.CLONE_NEWUSER
+	// Always a user namespace. Unprivileged, the caller's uid becomes
+	// root inside; as root, the sandbox's IDs map to a subordinate range,
+	// never to host root, so root inside holds no privilege on the host.
+	attr := &syscall.SysProcAttr{Setsid: true, Cloneflags: flags}
+	if p.asRoot {
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: p.uids.Base, Size: p.uids.Size}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: p.gids.Base, Size: p.gids.Size}}
+		attr.GidMappingsEnableSetgroups = true
+		// Become the range's first ID: host root itself is not mapped.
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	} else {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
 	}
-	attr.Cloneflags = flags
 	if cgroup != "" {
 		fd, err := unix.Open(cgroup, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			logf.Close()
-			return nil, fmt.Errorf("open cgroup %s: %w", cgroup, err)
+			return fail(fmt.Errorf("open cgroup %s: %w", cgroup, err))
 		}
 		attr.UseCgroupFD, attr.CgroupFD = true, fd
 	}
 	cmd.SysProcAttr = attr
+	cmdFiles.Store(cmd, files)
 	return cmd, nil
 }
 
+// cmdFiles remembers, per prepared command, the descriptors command opened
+// in this process, so that closeCmdFiles can release them.
+var cmdFiles sync.Map // *exec.Cmd -> []*os.File
+
 // closeCmdFiles releases what command opened in this process once the
-// child has its copies.
+// child has its copies (or failed to start).
 func closeCmdFiles(cmd *exec.Cmd) {
-	if f, ok := cmd.Stdout.(*os.File); ok {
-		f.Close()
+	if v, ok := cmdFiles.LoadAndDelete(cmd); ok {
+		for _, f := range v.([]*os.File) {
+			f.Close()
+		}
 	}
 	if cmd.SysProcAttr.UseCgroupFD {
 		unix.Close(cmd.SysProcAttr.CgroupFD)
@@ -347,7 +443,7 @@ func (p *Provider) create() error {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fail(err)
 	}
-	for _, d := range []string{diskDir, tmpDir, rootDir} {
+	for _, d := range []string{diskDir, tmpDir} {
 		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
 			return fail(err)
 		}
@@ -363,15 +459,14 @@ func (p *Provider) create() error {
 	if err := os.WriteFile(filepath.Join(tmp, hostKeyFile), hostPEM, 0o600); err != nil {
 		return fail(err)
 	}
-	sc := sandboxConfig{ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, Hide: []string{p.dir}}
-	if err := writeJSON(filepath.Join(tmp, configFile), sc); err != nil {
+	if err := p.chownInstance(tmp); err != nil {
 		return fail(err)
 	}
 	now := time.Now().UTC()
 	m := &meta{
 		ID: id, State: wantRunning, Boot: string(provider.StateCreating),
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey()))),
-		Network: p.cfg.Network, UserNS: p.userNS, CreatedAt: now, StartedAt: now,
+		Network: p.cfg.Network, UserNS: true, CreatedAt: now, StartedAt: now,
 	}
 	if err := writeJSON(filepath.Join(tmp, metaFile), m); err != nil {
 		return fail(err)
@@ -410,20 +505,31 @@ func (p *Provider) start(m *meta) error {
 	m.Addr = ln.Addr().String()
 	// A stopped instance's cgroup was removed with its processes; make
 	// (again) the one of this berth process.
-	m.Cgroup = ""
+	m.Cgroup, m.PidsCgroup = "", ""
 	if p.cgroups != nil {
-		cg, err := p.cgroups.create(m.ID, p.cfg.MemoryMax)
+		cg, err := p.cgroups.create(m.ID, p.cfg)
 		if err != nil {
 			return err
 		}
 		m.Cgroup = cg
+		if max := p.pidsMax(); p.cgroups.pidsV1 != "" && max > 0 {
+			if m.PidsCgroup, err = pidsV1Create(p.cgroups.pidsV1, m.ID, max); err != nil {
+				return err
+			}
+		}
+	}
+	hostKey, err := os.ReadFile(filepath.Join(dir, hostKeyFile))
+	if err != nil {
+		return fmt.Errorf("read host key: %w", err)
 	}
 	m.PID, m.StartTime, m.StartedAt = 0, 0, time.Now().UTC()
 	if err := writeJSON(filepath.Join(dir, metaFile), m); err != nil {
 		return err
 	}
 	p.watchReady(m.ID)
-	cmd, err := p.command(dir, lnFile, m.Cgroup)
+	sc := p.sandboxConfig(m.ID, string(hostKey))
+	sc.Dir = dir
+	cmd, err := p.command(dir, lnFile, m.Cgroup, sc)
 	if err != nil {
 		return err
 	}
@@ -435,6 +541,12 @@ func (p *Provider) start(m *meta) error {
 	// Reap the sandbox if it dies while we run; after a berth restart
 	// the init process (or a subreaper) does that.
 	go cmd.Wait()
+	if m.PidsCgroup != "" {
+		if err := pidsV1Add(m.PidsCgroup, cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			return err
+		}
+	}
 	_, start, err := procStat(cmd.Process.Pid)
 	if err != nil {
 		return fmt.Errorf("read start time of sandbox %d: %w", cmd.Process.Pid, err)
@@ -568,7 +680,7 @@ func (p *Provider) kill(m *meta) error {
 	}
 	pid, start := p.pid(m)
 	if !alive(pid, start) {
-		return nil
+		return p.removePidsCgroup(m)
 	}
 	// SIGKILL to the PID namespace's init makes the kernel kill every
 	// process in the namespace.
@@ -582,7 +694,48 @@ func (p *Provider) kill(m *meta) error {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	return p.removePidsCgroup(m)
+}
+
+// removePidsCgroup removes the v1 pids cgroup of a sandbox whose processes
+// are gone.
+func (p *Provider) removePidsCgroup(m *meta) error {
+	if m.PidsCgroup == "" {
+		return nil
+	}
+	return pidsV1Remove(m.PidsCgroup)
+}
+
+// checkLimits refuses limits set in provider_config that this host cannot
+// enforce, so that the problem shows at start rather than at the first
+// instance.
+func (p *Provider) checkLimits() error {
+	explicitPids := p.cfg.PidsMax != nil && *p.cfg.PidsMax > 0
+	if (p.cfg.MemoryMax != "" || p.cfg.CPUMax != "" || explicitPids) && p.cgroups == nil {
+		return errors.New("local provider: memory_max, cpu_max and pids_max need a writable cgroup tree (run berth as root on a cgroup v2 host) or remove them from provider_config")
+	}
+	for _, l := range []struct {
+		set      bool
+		key, ctl string
+		fallback bool
+	}{
+		{p.cfg.MemoryMax != "", "memory_max", "memory", false},
+		{p.cfg.CPUMax != "", "cpu_max", "cpu", false},
+		{explicitPids, "pids_max", "pids", p.cgroups != nil && p.cgroups.pidsV1 != ""},
+	} {
+		if l.set && !p.cgroups.has(l.ctl) && !l.fallback {
+			return fmt.Errorf("local provider: provider_config %s needs the cgroup v2 %s controller, which berth's cgroup %s does not offer (it offers %v); enable it for berth's cgroup (e.g. systemd Delegate=yes) or remove %s", l.key, l.ctl, filepath.Dir(p.cgroups.dir), p.cgroups.controllers, l.key)
+		}
+	}
 	return nil
+}
+
+// pidsMax is the pids limit per instance: pids_max, or the default.
+func (p *Provider) pidsMax() int {
+	if p.cfg.PidsMax != nil {
+		return *p.cfg.PidsMax
+	}
+	return defaultPidsMax
 }
 
 // destroy kills the instance and removes its directory. Calling it again
@@ -826,3 +979,70 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 }
 
 var _ provider.Suspender = (*Provider)(nil)
+
+// Recycle resets a running instance between two jobs: the sandbox kills
+// every process but its init, empties /tmp, /dev/shm and /berth and resets
+// its hostname. When that fails the sandbox is killed, so that Update
+// reports it as timed out and the next job never sees what the last one
+// left.
+func (p *Provider) Recycle(ctx context.Context, id string) error {
+	m, err := p.existing(id)
+	if err != nil {
+		return err
+	}
+	if m.State != wantRunning {
+		return fmt.Errorf("local provider: cannot recycle %s: it is %s", id, m.State)
+	}
+	err = p.sendRecycle(ctx, m)
+	if err == nil {
+		return nil
+	}
+	defer p.lock(id)()
+	if kerr := p.kill(m); kerr != nil {
+		return fmt.Errorf("local provider: recycle %s: %w; killing it failed too: %v", id, err, kerr)
+	}
+	return fmt.Errorf("local provider: recycle %s: %w; the instance was killed instead", id, err)
+}
+
+func (p *Provider) sendRecycle(ctx context.Context, m *meta) error {
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(m.HostKey))
+	if err != nil {
+		return fmt.Errorf("host key: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", m.Addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(c, m.Addr, &ssh.ClientConfig{
+		User:            "root",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(p.signer)},
+		HostKeyCallback: ssh.FixedHostKey(hostKey),
+	})
+	if err != nil {
+		return fmt.Errorf("SSH handshake: %w", err)
+	}
+	defer sc.Close()
+	go ssh.DiscardRequests(reqs)
+	go func() {
+		for nc := range chans {
+			nc.Reject(ssh.Prohibited, "no")
+		}
+	}()
+	ok, reply, err := sc.SendRequest(recycleRequest, true, nil)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("sandbox refused: %s", reply)
+	}
+	return nil
+}
+
+var _ provider.Recycler = (*Provider)(nil)

@@ -4,10 +4,12 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,8 +130,9 @@ func run(t testing.TB, p provider.InstanceGroup, id, cmd string) providertest.Re
 }
 
 type instanceMeta struct {
-	PID    int    `json:"pid"`
-	Cgroup string `json:"cgroup"`
+	PID        int    `json:"pid"`
+	Cgroup     string `json:"cgroup"`
+	PidsCgroup string `json:"pids_cgroup"`
 }
 
 func readMeta(t testing.TB, stateDir, id string) instanceMeta {
@@ -176,10 +179,21 @@ func TestSandboxLooksLikeAMachine(t *testing.T) {
 			t.Errorf("%q: got %q (stderr %q), want %q", c.cmd, res.Stdout, res.Stderr, c.want)
 		}
 	}
-	// Unprivileged, the caller is root only inside a user namespace.
+	// Root inside is never root on the host: unprivileged it is the
+	// caller, as root a subordinate uid. A file the job creates shows
+	// whose it is on the host.
+	run(t, p, id, "touch /berth/owner")
+	fi, err := os.Stat(filepath.Join(dir, "local", "instances", id, "disk", "owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := fi.Sys().(*syscall.Stat_t).Uid
+	if owner == 0 || (os.Geteuid() != 0 && int(owner) != os.Geteuid()) {
+		t.Errorf("a file made by root in the sandbox belongs to host uid %d, want %s", owner, map[bool]string{true: "a subordinate uid", false: "the caller's uid"}[os.Geteuid() == 0])
+	}
 	res := run(t, p, id, "cat /proc/self/uid_map")
-	if f := strings.Fields(res.Stdout); len(f) != 3 || f[0] != "0" || f[1] != strconv.Itoa(os.Geteuid()) {
-		t.Errorf("uid_map inside is %q, want 0 mapped to host uid %d", res.Stdout, os.Geteuid())
+	if f := strings.Fields(res.Stdout); len(f) != 3 || f[0] != "0" {
+		t.Errorf("uid_map inside is %q, want root mapped", res.Stdout)
 	}
 	if host == id {
 		t.Errorf("host and sandbox share hostname %q", host)
@@ -390,5 +404,71 @@ func TestIsolatedNetwork(t *testing.T) {
 	res := run(t, p, id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
 	if res.Stdout != "lo\n" {
 		t.Errorf("interfaces in an isolated sandbox: %q, want only lo", res.Stdout)
+	}
+}
+
+// TestPidsLimit checks that pids_max contains a fork bomb: a job cannot
+// have more processes than the limit, whichever cgroup version enforces it.
+func TestPidsLimit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if _, err := local.New().Init(context.Background(), provider.Settings{StateDir: t.TempDir(), Config: []byte(`{"pids_max": 64}`)}); err == nil {
+			t.Error("Init accepted pids_max without cgroups")
+		}
+		return
+	}
+	dir := t.TempDir()
+	p := newGroup(t, dir, `{"pids_max": 64}`)
+	id := startOne(t, p)
+	m := readMeta(t, dir, id)
+	limited := m.Cgroup
+	if m.PidsCgroup != "" {
+		limited = m.PidsCgroup
+	}
+	if _, err := os.Stat(filepath.Join(limited, "pids.max")); err != nil {
+		t.Skip("no pids controller here (neither cgroup v2 nor v1)")
+	}
+	if b, _ := os.ReadFile(filepath.Join(limited, "pids.max")); strings.TrimSpace(string(b)) != "64" {
+		t.Fatalf("pids.max of %s is %q, want 64", limited, b)
+	}
+	// A fork bomb of sorts: 200 sleeps. The kernel refuses forks past the
+	// limit and counts them in pids.events.
+	run(t, p, id, `for i in $(seq 200); do sleep 2 & done 2>/dev/null; wait 2>/dev/null; true`)
+	b, err := os.ReadFile(filepath.Join(limited, "pids.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused int
+	fmt.Sscanf(strings.TrimSpace(string(b)), "max %d", &refused)
+	if refused == 0 {
+		t.Errorf("200 processes under pids_max 64 and no fork was refused (pids.events %q)", b)
+	}
+	t.Logf("forks refused under pids_max 64: %d (%s)", refused, limited)
+	if res := run(t, p, id, "echo alive"); res.Stdout != "alive\n" {
+		t.Errorf("sandbox unusable after the limit was hit: %+v", res)
+	}
+}
+
+// TestLimitsTheHostCannotEnforce checks that a limit the host's cgroups
+// cannot enforce is refused at Init, naming the key.
+func TestLimitsTheHostCannotEnforce(t *testing.T) {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	for _, key := range []string{"memory_max", "cpu_max"} {
+		cfg := map[string]string{"memory_max": `{"memory_max": "1G"}`, "cpu_max": `{"cpu_max": "100000 100000"}`}[key]
+		p := local.New()
+		_, err := p.Init(context.Background(), provider.Settings{StateDir: t.TempDir(), Config: []byte(cfg)})
+		if err == nil {
+			// The host offers the controller: the limit must then be set.
+			dir := t.TempDir()
+			p := newGroup(t, dir, cfg)
+			id := startOne(t, p)
+			file := map[string]string{"memory_max": "memory.max", "cpu_max": "cpu.max"}[key]
+			if got, err := os.ReadFile(filepath.Join(readMeta(t, dir, id).Cgroup, file)); err != nil || len(got) == 0 {
+				t.Errorf("%s accepted but %s not set: %q %v", key, file, got, err)
+			}
+			continue
+		}
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("%s refused without naming the key: %v (host cgroups: %s)", key, err, b)
+		}
 	}
 }

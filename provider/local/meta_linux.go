@@ -38,35 +38,43 @@ type meta struct {
 	// HostKey is the instance's SSH host public key, authorized_keys format.
 	HostKey string `json:"host_key"`
 	// Cgroup is the instance's cgroup v2 directory, empty when none.
-	Cgroup    string    `json:"cgroup,omitempty"`
-	Network   string    `json:"network"`
-	UserNS    bool      `json:"userns"`
-	CreatedAt time.Time `json:"created_at"`
+	Cgroup string `json:"cgroup,omitempty"`
+	// PidsCgroup is the instance's cgroup v1 pids directory on hybrid
+	// hosts (see pidsv1_linux.go), empty when none.
+	PidsCgroup string    `json:"pids_cgroup,omitempty"`
+	Network    string    `json:"network"`
+	UserNS     bool      `json:"userns"`
+	CreatedAt  time.Time `json:"created_at"`
 	// StartedAt is when the current sandbox process was started; boot
 	// timeouts count from here.
 	StartedAt time.Time `json:"started_at"`
 }
 
-// sandboxConfig is what the sandbox process reads from its directory at start.
+// sandboxConfig is what the sandbox process reads from its config pipe at
+// start.
 type sandboxConfig struct {
 	ID            string   `json:"id"`
 	Network       string   `json:"network"`
 	AuthorizedKey string   `json:"authorized_key"`
-	Hide          []string `json:"hide,omitempty"`
+	HostKey       string   `json:"host_key"` // PEM private key
+	HostPaths     []string `json:"host_paths"`
 	Probe         bool     `json:"probe,omitempty"`
+	// Dir is the instance directory. DetachedMounts says that diskFD and
+	// tmpFD are detached mounts (open_tree) to move into place; otherwise
+	// the sandbox binds Dir's disk and tmp by path.
+	Dir            string `json:"dir"`
+	DetachedMounts bool   `json:"detached_mounts,omitempty"`
 }
 
 // Files in an instance directory.
 const (
 	metaFile    = "meta.json"
-	configFile  = "sandbox.json"
 	hostKeyFile = "host_key"
 	readyFile   = "ready"
 	pidFile     = "sandbox.pid"
 	logFile     = "sandbox.log"
 	diskDir     = "disk"
 	tmpDir      = "tmp"
-	rootDir     = "root"
 )
 
 // writeJSON writes v to path atomically (temp file + rename), so readers

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,11 +17,21 @@ import (
 )
 
 // sandboxEnv is the environment marker that turns a re-executed berth
-// binary into a sandbox. Its value is the instance directory.
+// binary into a sandbox. Its value is the instance directory, which tools
+// (and tests) use to find the sandbox processes of a state dir.
 const sandboxEnv = "BERTH_LOCAL_SANDBOX"
 
-// listenerFD is the inherited SSH listener: ExtraFiles[0] becomes fd 3.
-const listenerFD = 3
+// Descriptors a sandbox inherits (ExtraFiles[i] becomes fd 3+i). The sandbox
+// gets everything it needs from its instance directory this way, because as
+// root it runs as a subordinate uid that may not reach that directory.
+const (
+	listenerFD = 3 // the SSH listener on the host's loopback
+	configFD   = 4 // a pipe carrying the sandboxConfig as JSON
+	pidFD      = 5 // the instance's sandbox.pid, for writing
+	readyFD    = 6 // the instance's ready marker, for writing
+	diskFD     = 7 // the instance's disk directory (O_PATH), mounted at /berth
+	tmpFD      = 8 // the instance's tmp directory (O_PATH), mounted at /tmp
+)
 
 // RunSandboxIfRequested turns the process into a sandbox when it was started
 // by this package, and never returns in that case; otherwise it returns at
@@ -34,34 +43,50 @@ const listenerFD = 3
 //		...
 //	}
 func RunSandboxIfRequested() {
-	dir := os.Getenv(sandboxEnv)
-	if dir == "" {
+	if os.Getenv(sandboxEnv) == "" {
 		return
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := runSandbox(dir, log); err != nil {
+	if err := runSandbox(log); err != nil {
 		log.Error("sandbox failed", "err", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
+// fatalSignals are the signals that would make the Go runtime end PID 1.
+// Jobs run as the same host uid as PID 1 and may signal it; ignoring these
+// keeps a job from killing its own sandbox's SSH server. SIGKILL from the
+// host still works.
+var fatalSignals = []os.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGTERM, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP,
+	unix.SIGABRT, unix.SIGSTKFLT, unix.SIGSYS, unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE,
+	unix.SIGUSR1, unix.SIGUSR2, unix.SIGALRM, unix.SIGVTALRM, unix.SIGXCPU, unix.SIGXFSZ,
+	unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGPWR,
+}
+
 // runSandbox sets up the sandbox as PID 1 of its namespaces and serves SSH.
 // It returns only on failure, or in probe mode once the setup worked.
-func runSandbox(dir string, log *slog.Logger) error {
+func runSandbox(log *slog.Logger) error {
 	var cfg sandboxConfig
-	b, err := os.ReadFile(filepath.Join(dir, configFile))
-	if err != nil {
-		return err
+	cf := os.NewFile(configFD, "config")
+	if err := json.NewDecoder(cf).Decode(&cfg); err != nil {
+		return fmt.Errorf("read sandbox config: %w", err)
 	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return fmt.Errorf("parse %s: %w", configFile, err)
-	}
+	cf.Close()
 	log = log.With("instance", cfg.ID)
+	signal.Ignore(fatalSignals...)
+	// Nobody else may read this process's memory (it holds the host key)
+	// or its descriptors through /proc: jobs run as the same host uid, but
+	// without privileges in this user namespace.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
 
 	// Record who we are in host terms while the host's /proc is still
 	// mounted: /proc/self resolves in the PID namespace of the procfs, not
 	// ours, so this is our host PID.
+	pidf := os.NewFile(pidFD, "pid")
 	if !cfg.Probe {
 		host, err := os.Readlink("/proc/self")
 		if err != nil {
@@ -73,26 +98,21 @@ func runSandbox(dir string, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("read host pid start time: %w", err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, pidFile), fmt.Appendf(nil, "%d %d\n", pid, start), 0o600); err != nil {
+		if _, err := fmt.Fprintf(pidf, "%d %d\n", pid, start); err != nil {
 			return err
 		}
 	}
+	pidf.Close()
+	ready := os.NewFile(readyFD, "ready")
 
 	var server *ssh.ServerConfig
-	var ready *os.File
 	if !cfg.Probe {
-		server, err = serverConfig(dir, cfg.AuthorizedKey)
-		if err != nil {
-			return err
-		}
-		// Opened now because the instance directory is out of reach once
-		// the new root is in place.
-		ready, err = os.OpenFile(filepath.Join(dir, readyFile), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		var err error
+		server, err = serverConfig(cfg.HostKey, cfg.AuthorizedKey)
 		if err != nil {
 			return err
 		}
 	}
-
 	if err := unix.Sethostname([]byte(cfg.ID)); err != nil {
 		return fmt.Errorf("sethostname: %w", err)
 	}
@@ -101,11 +121,20 @@ func runSandbox(dir string, log *slog.Logger) error {
 			return err
 		}
 	}
-	if err := setupRoot(dir, cfg.Hide); err != nil {
+	if err := setupRoot(cfg); err != nil {
 		return err
 	}
+	jobs, err := newJobNS()
+	if err != nil {
+		return err
+	}
+	if err := loadSeccomp(); err != nil {
+		return err
+	}
+	r := newReaper()
+	go r.run()
 	if cfg.Probe {
-		return nil
+		return probeCommand(r, jobs)
 	}
 
 	f := os.NewFile(listenerFD, "ssh-listener")
@@ -115,22 +144,36 @@ func runSandbox(dir string, log *slog.Logger) error {
 	}
 	f.Close()
 
-	r := newReaper()
-	go r.run()
-	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID}
+	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs}
 	fmt.Fprintln(ready, "ready")
 	ready.Close()
 	log.Info("sandbox serving SSH", "addr", ln.Addr().String())
 	return s.serve(ln)
 }
 
-// serverConfig loads the host key and allows only the group's client key.
-func serverConfig(dir, authorized string) (*ssh.ServerConfig, error) {
-	pemBytes, err := os.ReadFile(filepath.Join(dir, hostKeyFile))
+// probeCommand runs one command the way jobs run, so that a probe sandbox
+// fails when nested namespaces or the seccomp filter break commands.
+func probeCommand(r *reaper, jobs jobNS) error {
+	null, err := os.OpenFile("/dev/null", os.O_RDWR, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	hostKey, err := ssh.ParsePrivateKey(pemBytes)
+	defer null.Close()
+	_, wait, err := r.start("/bin/sh", []string{"sh", "-c", "exit 7"}, &os.ProcAttr{
+		Dir: "/berth", Files: []*os.File{null, null, null}, Sys: jobs.sysProcAttr(),
+	})
+	if err != nil {
+		return fmt.Errorf("start a command in the sandbox: %w", err)
+	}
+	if ws := <-wait; ws.ExitStatus() != 7 {
+		return fmt.Errorf("test command in the sandbox ended with %v, want exit status 7", ws)
+	}
+	return nil
+}
+
+// serverConfig loads the host key and allows only the group's client key.
+func serverConfig(hostKeyPEM, authorized string) (*ssh.ServerConfig, error) {
+	hostKey, err := ssh.ParsePrivateKey([]byte(hostKeyPEM))
 	if err != nil {
 		return nil, fmt.Errorf("parse host key: %w", err)
 	}
@@ -168,129 +211,6 @@ func loopbackUp() error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("bring lo up: %w", err)
-	}
-	return nil
-}
-
-// setupRoot builds the sandbox's root file system on a small tmpfs at
-// dir/root and pivots into it. Host top-level directories are bound
-// recursively and made read-only; /berth and /tmp are the instance's own
-// writable directories; /proc is a new procfs for the PID namespace; /dev is
-// the host's. A tmpfs root lets us create mount points (/berth) without
-// writing to the host.
-func setupRoot(dir string, hide []string) error {
-	// Nothing we mount may propagate back to the host.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make / private: %w", err)
-	}
-	root := filepath.Join(dir, rootDir)
-	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
-		return fmt.Errorf("mount root tmpfs: %w", err)
-	}
-	entries, err := os.ReadDir("/")
-	if err != nil {
-		return err
-	}
-	var readOnly []string
-	for _, e := range entries {
-		name := e.Name()
-		src, dst := "/"+name, filepath.Join(root, name)
-		switch name {
-		case "proc", "tmp", "berth", "dev", "sys":
-			continue
-		}
-		switch {
-		case e.Type()&os.ModeSymlink != 0:
-			target, err := os.Readlink(src)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(target, dst); err != nil {
-				return err
-			}
-		case e.IsDir():
-			if err := os.Mkdir(dst, 0o755); err != nil {
-				return err
-			}
-			if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return fmt.Errorf("bind %s: %w", src, err)
-			}
-			readOnly = append(readOnly, dst)
-		case e.Type().IsRegular():
-			if err := os.WriteFile(dst, nil, 0o644); err != nil {
-				return err
-			}
-			if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-				return fmt.Errorf("bind %s: %w", src, err)
-			}
-			readOnly = append(readOnly, dst)
-		}
-	}
-	binds := []struct {
-		src, dst string
-		ro       bool
-	}{
-		{"/dev", "dev", false},
-		{"/sys", "sys", true},
-		{filepath.Join(dir, tmpDir), "tmp", false},
-		{filepath.Join(dir, diskDir), "berth", false},
-	}
-	for _, b := range binds {
-		dst := filepath.Join(root, b.dst)
-		if err := os.Mkdir(dst, 0o755); err != nil {
-			return err
-		}
-		if err := unix.Mount(b.src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", b.src, err)
-		}
-		if b.ro {
-			readOnly = append(readOnly, dst)
-		}
-	}
-	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777); err != nil {
-		return err
-	}
-	for _, dst := range readOnly {
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-		if err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE, &attr); err != nil {
-			return fmt.Errorf("make %s read-only: %w", dst, err)
-		}
-	}
-	proc := filepath.Join(root, "proc")
-	if err := os.Mkdir(proc, 0o555); err != nil {
-		return err
-	}
-	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("mount proc: %w", err)
-	}
-	// Hide the provider's state (client key, other instances) when it is
-	// visible through a host bind.
-	for _, h := range hide {
-		p := filepath.Join(root, h)
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-			continue
-		}
-		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k"); err != nil {
-			return fmt.Errorf("hide %s: %w", h, err)
-		}
-	}
-	if err := os.Chdir(root); err != nil {
-		return err
-	}
-	// pivot_root(".", ".") stacks the old root on top of the new one; the
-	// detach then drops it.
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return fmt.Errorf("pivot_root: %w", err)
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach old root: %w", err)
-	}
-	if err := os.Chdir("/"); err != nil {
-		return err
-	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &attr); err != nil {
-		return fmt.Errorf("make / read-only: %w", err)
 	}
 	return nil
 }

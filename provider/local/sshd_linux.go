@@ -21,6 +21,9 @@ type sshd struct {
 	reaper   *reaper
 	log      *slog.Logger
 	hostname string
+	jobs     jobNS
+
+	recycling sync.Mutex
 }
 
 func (s *sshd) serve(ln net.Listener) error {
@@ -50,7 +53,7 @@ func (s *sshd) conn(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	defer sc.Close()
-	go ssh.DiscardRequests(reqs)
+	go s.globalRequests(reqs)
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
 			nc.Reject(ssh.UnknownChannelType, "only session channels are supported")
@@ -61,6 +64,31 @@ func (s *sshd) conn(c net.Conn) {
 			continue
 		}
 		go s.session(ch, creqs)
+	}
+}
+
+// globalRequests answers connection-level requests: recycleRequest resets
+// the sandbox; everything else (keepalives) is refused, as
+// ssh.DiscardRequests would.
+func (s *sshd) globalRequests(reqs <-chan *ssh.Request) {
+	for req := range reqs {
+		if req.Type != recycleRequest {
+			if req.WantReply {
+				req.Reply(false, nil)
+			}
+			continue
+		}
+		s.recycling.Lock()
+		start := time.Now()
+		err := recycle(s.hostname)
+		s.recycling.Unlock()
+		if err != nil {
+			s.log.Error("recycle sandbox", "err", err)
+			req.Reply(false, []byte(err.Error()))
+			continue
+		}
+		s.log.Info("sandbox recycled for the next job", "took", time.Since(start).String())
+		req.Reply(true, nil)
 	}
 }
 
@@ -201,7 +229,7 @@ func (s *sshd) start(ch ssh.Channel, argv, env []string) (int, <-chan unix.WaitS
 		Dir:   "/berth",
 		Env:   env,
 		Files: []*os.File{inR, outW, errW},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   s.jobs.sysProcAttr(),
 	})
 	inR.Close()
 	outW.Close()

@@ -58,7 +58,7 @@ func TestUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", bin,
-		"-test.run", "^(TestConformance|TestSandboxLooksLikeAMachine|TestDisconnectKillsCommand|TestOutlivesProvider|TestDeadSandboxReported|TestSuspendSurvivesRestart|TestUnprivileged)$",
+		"-test.run", "^(TestConformance|TestSandboxLooksLikeAMachine|TestDisconnectKillsCommand|TestOutlivesProvider|TestDeadSandboxReported|TestSuspendSurvivesRestart|TestPidsLimit|TestUnprivileged)$",
 		"-test.count=1"}
 	if testing.Verbose() {
 		args = append(args, "-test.v")

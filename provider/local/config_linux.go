@@ -1,0 +1,181 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Config is the provider_config of the local provider; see the package
+// documentation for the JSON form and the defaults.
+type Config struct {
+	// Network is "isolated" (the default, also spelled "auto"): a network
+	// namespace with only loopback; or "host" to share the host's network,
+	// including every service that listens on the host's loopback.
+	Network string `json:"network"`
+	// HostPaths are the host directories (or files) shown read-only inside
+	// every sandbox. Nothing else of the host is visible.
+	HostPaths []string `json:"host_paths"`
+	// MemoryMax is written to the instance cgroup's memory.max, e.g. "2G".
+	// Empty means no limit.
+	MemoryMax string `json:"memory_max"`
+	// CPUMax is written to the instance cgroup's cpu.max, e.g. "200000
+	// 100000" for two CPUs. Empty means no limit.
+	CPUMax string `json:"cpu_max"`
+	// PidsMax bounds the number of processes and threads of one instance
+	// (cgroup pids.max). Nil means defaultPidsMax where cgroups allow; 0
+	// means no limit.
+	PidsMax *int `json:"pids_max"`
+}
+
+// defaultHostPaths is what a sandbox sees of the host unless host_paths says
+// otherwise: programs, libraries and configuration, never /home, /root,
+// /var, /srv, /run or /sys.
+var defaultHostPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+// defaultPidsMax is the pids limit per instance where cgroups allow one:
+// plenty for a parallel build, few enough that a fork bomb stays contained.
+const defaultPidsMax = 4096
+
+// configKeys names the valid keys for error messages.
+const configKeys = "network, host_paths, memory_max, cpu_max, pids_max"
+
+// parseConfig decodes and checks provider_config, filling in defaults.
+func parseConfig(raw []byte) (Config, error) {
+	var c Config
+	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return c, fmt.Errorf("local provider: bad provider_config: %w (valid keys: %s)", err, configKeys)
+		}
+	}
+	switch c.Network {
+	case "", "auto", "isolated":
+		c.Network = "isolated"
+	case "host":
+	default:
+		return c, fmt.Errorf("local provider: provider_config network %q is not one of isolated (the default), auto (same as isolated), host", c.Network)
+	}
+	if c.HostPaths == nil {
+		c.HostPaths = append([]string(nil), defaultHostPaths...)
+	}
+	for i, p := range c.HostPaths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return c, fmt.Errorf("local provider: provider_config host_paths entry %q must be an absolute path other than /", p)
+		}
+		c.HostPaths[i] = filepath.Clean(p)
+		switch strings.SplitN(c.HostPaths[i], "/", 3)[1] {
+		case "proc", "dev", "tmp", "berth":
+			return c, fmt.Errorf("local provider: provider_config host_paths entry %q is under /%s, which every sandbox has of its own", p, strings.SplitN(c.HostPaths[i], "/", 3)[1])
+		}
+	}
+	for _, a := range c.HostPaths {
+		for _, b := range c.HostPaths {
+			if a != b && within(b, a) {
+				return c, fmt.Errorf("local provider: provider_config host_paths lists %s inside %s; list only %s", b, a, a)
+			}
+		}
+	}
+	if c.PidsMax != nil && *c.PidsMax < 0 {
+		return c, fmt.Errorf("local provider: provider_config pids_max %d must be 0 (no limit) or positive", *c.PidsMax)
+	}
+	return c, nil
+}
+
+// within reports whether path p is dir or lies below it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// resolve returns p made absolute with symlinks resolved as far as the path
+// exists, so that /var/run/x and /run/x compare equal.
+func resolve(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for cur := abs; ; cur = filepath.Dir(cur) {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if cur == "/" {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+	}
+}
+
+// ErrPrivateVisible is returned by Init when a host path shown to sandboxes
+// would expose a path that must stay private.
+var ErrPrivateVisible = errors.New("a private path would be visible to jobs")
+
+// checkPrivate refuses host paths that would show a private path (berth's
+// state dir, config file, token files) to jobs, or that lie inside one.
+func checkPrivate(hostPaths []string, private []string) error {
+	for _, h := range hostPaths {
+		if _, err := os.Lstat(h); err != nil {
+			continue // not bound at all
+		}
+		hr := resolve(h)
+		for _, p := range private {
+			if p == "" {
+				continue
+			}
+			pr := resolve(p)
+			if within(pr, hr) || within(hr, pr) {
+				return fmt.Errorf("local provider: %w: host path %s (provider_config key host_paths) would show %s to every job, and it holds berth's state, config or a token; move %s out of %s, or set host_paths to a list without %s", ErrPrivateVisible, h, p, p, h, h)
+			}
+		}
+	}
+	return nil
+}
+
+// idRange is a range of host IDs that sandbox IDs 0..Size-1 map to.
+type idRange struct {
+	Base, Size int
+}
+
+// defaultSubID is the subordinate ID range used as root when /etc/subuid
+// and /etc/subgid have no "berth" entry: 65536 IDs starting just above the
+// range systemd reserves for containers (524288–1879048191), which no
+// regular user or rootless container owns.
+var defaultSubID = idRange{Base: 1879048192, Size: 65536}
+
+// subIDUser is the user whose /etc/subuid and /etc/subgid entries, when
+// present, give the ranges sandboxes use as root.
+const subIDUser = "berth"
+
+// subIDs returns the uid and gid ranges for sandboxes started by root.
+func subIDs() (uid, gid idRange) {
+	return subIDFrom("/etc/subuid"), subIDFrom("/etc/subgid")
+}
+
+func subIDFrom(file string) idRange {
+	f, err := os.Open(file)
+	if err != nil {
+		return defaultSubID
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.Split(strings.TrimSpace(sc.Text()), ":")
+		if len(parts) != 3 || parts[0] != subIDUser {
+			continue
+		}
+		base, err1 := strconv.Atoi(parts[1])
+		size, err2 := strconv.Atoi(parts[2])
+		if err1 == nil && err2 == nil && base > 0 && size > 0 {
+			return idRange{Base: base, Size: min(size, 65536)}
+		}
+	}
+	return defaultSubID
+}
