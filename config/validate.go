@@ -208,6 +208,9 @@ func (c *Config) checkAutoscaler(k *checker) {
 	if a.HeartbeatInterval < 0 {
 		k.fail(p+"heartbeat_interval", a.HeartbeatInterval, `must be "0s" (no heartbeats) or positive, e.g. "30s"`)
 	}
+	if !(a.SuspendedCost >= 0 && a.SuspendedCost <= 1) {
+		k.fail(p+"suspended_cost", a.SuspendedCost, "must be between 0 and 1: the cost of a suspended second relative to a running one (0 = the default 0.1)")
+	}
 	if a.FailureThreshold < 1 {
 		k.fail(p+"failure_threshold", a.FailureThreshold, "must be at least 1")
 	}
@@ -290,6 +293,12 @@ func periodValue(per policy.Period, field string, item int) any {
 		return per.Policy.ScaleFactor
 	case "scale_factor_limit":
 		return per.Policy.ScaleFactorLimit
+	case "suspended_idle_time":
+		return per.Policy.SuspendedIdleTime
+	case "suspended_idle_count":
+		return per.Policy.SuspendedIdleCount
+	case "target_wait":
+		return per.Policy.TargetWait
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 func (s *Scaler) InUse() int { return len(s.res) }
 
 func (s *Scaler) heldInstances() int {
-	return s.byPhase[phaseSuspendWait] + s.byPhase[phaseSuspending] + s.byPhase[phaseSuspended]
+	return s.byPhase[phaseSuspendWait] + s.byPhase[phaseSuspending] + s.byPhase[phaseSuspended] - s.pooled
 }
 
 // Reserve books a slot for key. It fails with a *NoCapacityError when no slot
@@ -80,6 +80,12 @@ func (s *Scaler) Acquire(key string) (instanceID string, ok bool, err error) {
 	r, found := s.res[key]
 	if !found {
 		return "", false, fmt.Errorf("acquire %q: %w", key, ErrUnknownKey)
+	}
+	if !r.arrived {
+		// A job was taken for this booking: that is an arrival, what the
+		// arrival model learns from (a booking given back unused is not).
+		r.arrived = true
+		s.arr.record(s.now, 1)
 	}
 	if r.inst != nil && (r.env == nil || r.inst.phase == phaseReady) {
 		if !r.acquired {

@@ -72,6 +72,15 @@ type instance struct {
 	deleteReason Reason
 	nextDecrease time.Time
 	unclaimedAt  time.Time // first seen suspended without environment
+
+	// pooled marks a member of the suspended idle tier: suspending or
+	// suspended, holding no environment, belonging to nobody (see tier.go).
+	pooled      bool
+	pooledAt    time.Time // suspended since
+	poolIdx     int       // position in Scaler.pool, -1 if absent
+	requested   time.Time // when the Increase that made it was decided
+	resumeAt    time.Time // when a tier resume was issued
+	resumeFails int
 }
 
 func (in *instance) freeSlots() int {
@@ -91,6 +100,7 @@ type reservation struct {
 	queued   bool // in Scaler.queue
 	env      *env // set when the reservation resumes an environment
 	lost     string
+	arrived  bool // counted by the arrival model
 }
 
 type env struct {
@@ -119,7 +129,11 @@ func (s *Scaler) setPhase(in *instance, p phase) {
 			s.offCurrentUsed -= in.used
 		}
 	}
+	if in.pooled && p != phaseSuspending && p != phaseSuspended {
+		s.setPooled(in, false)
+	}
 	s.updateFree(in)
+	s.updatePool(in)
 	s.dirty = true
 }
 
@@ -139,7 +153,7 @@ func (s *Scaler) updateFree(in *instance) {
 
 func (s *Scaler) addInstance(id string, p phase) *instance {
 	in := &instance{id: id, phase: p, slots: make([]*reservation, s.cfg.CapacityPerInstance),
-		created: s.now, idleSince: s.now, freeIdx: -1}
+		created: s.now, idleSince: s.now, freeIdx: -1, poolIdx: -1}
 	s.instances[id] = in
 	s.byPhase[p]++
 	s.updateFree(in)

@@ -87,6 +87,10 @@ func backoff(fails int) time.Duration {
 
 func (s *Scaler) makeReady(in *instance) {
 	s.emit(InstanceReady{ID: in.id, After: s.now.Sub(in.created)})
+	if !in.requested.IsZero() {
+		s.learnBoot(s.now.Sub(in.requested))
+		in.requested = time.Time{}
+	}
 	in.readyAt = s.now
 	in.idleSince = s.now
 	in.nextHB = s.now.Add(s.cfg.HeartbeatInterval)

@@ -89,9 +89,12 @@ func (s *Scaler) observeOne(in *instance, st provider.State) {
 		switch in.phase {
 		case phaseSuspending, phaseSuspendWait:
 			s.setPhase(in, phaseSuspended)
+			if in.pooled {
+				in.pooledAt = s.now
+				return
+			}
 			if in.env == nil && in.unclaimedAt.IsZero() {
-				in.unclaimedAt = s.now
-				s.deleteUnclaimedNow(in)
+				s.unclaimed(in)
 				return
 			}
 			if in.env != nil && in.env.inUse != nil {

@@ -61,8 +61,7 @@ func (s *Scaler) reconcile(in *instance, st provider.State) {
 		s.setPhase(in, phaseSuspended)
 		switch {
 		case e == nil:
-			in.unclaimedAt = s.now
-			s.deleteUnclaimedNow(in)
+			s.unclaimed(in)
 		case e.inUse != nil:
 			// Resume was called before this first listing, while the
 			// instance was only "restored": issue the resume now, or the
@@ -99,7 +98,9 @@ func (s *Scaler) adopt(l Listed) {
 		return
 	}
 	fromRequest := len(s.pending) > 0 && (l.State == provider.StateCreating || l.State == provider.StateRunning)
+	var requested time.Time
 	if fromRequest {
+		requested = s.pending[0]
 		s.pending = s.pending[1:]
 	} else if s.cfg.DeleteUnknown {
 		in := s.addInstance(l.ID, phaseBooting)
@@ -113,8 +114,7 @@ func (s *Scaler) adopt(l Listed) {
 		in = s.addInstance(l.ID, phaseSuspending)
 		if l.State == provider.StateSuspended {
 			s.setPhase(in, phaseSuspended)
-			in.unclaimedAt = s.now
-			s.deleteUnclaimedNow(in)
+			s.unclaimed(in)
 		}
 	case provider.StateResuming:
 		in = s.addInstance(l.ID, phaseResuming)
@@ -123,6 +123,7 @@ func (s *Scaler) adopt(l Listed) {
 		s.failInstance(in, ReasonProviderTimeout, "the provider reported a timeout")
 	default:
 		in = s.addInstance(l.ID, phaseCreating)
+		in.requested = requested
 		if !fromRequest && l.State == provider.StateRunning {
 			// An unknown running instance was set up by a previous process:
 			// adopt it idle without running the hook again.

@@ -52,6 +52,15 @@ type Config struct {
 	// DeleteOnDeadJob deletes, on restart, instances whose job died with the
 	// previous process instead of releasing their slots.
 	DeleteOnDeadJob bool
+	// SuspendedCost is what a suspended second costs relative to a running
+	// one (default 0.1); target_wait sizing prefers the suspended tier only
+	// while it is cheaper than hot capacity.
+	SuspendedCost float64
+	// BootTimeEstimate and ResumeTimeEstimate are what target_wait sizing
+	// assumes before it has measured a boot or a resume (defaults 60s and
+	// 10s); after that it uses what it measured.
+	BootTimeEstimate   time.Duration
+	ResumeTimeEstimate time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -82,6 +91,15 @@ func (c *Config) setDefaults() {
 	if c.EnvTTL <= 0 {
 		c.EnvTTL = 7 * 24 * time.Hour
 	}
+	if c.SuspendedCost <= 0 {
+		c.SuspendedCost = 0.1
+	}
+	if c.BootTimeEstimate <= 0 {
+		c.BootTimeEstimate = 60 * time.Second
+	}
+	if c.ResumeTimeEstimate <= 0 {
+		c.ResumeTimeEstimate = 10 * time.Second
+	}
 }
 
 type Scaler struct {
@@ -107,6 +125,23 @@ type Scaler struct {
 	hookPauseTo time.Time
 	lastIncErr  string
 
+	// The suspended idle tier (tier.go): pool holds pooled instances that
+	// are suspended and so can be resumed now; pooled counts pooled
+	// instances in any phase (suspending too).
+	pool   []*instance
+	pooled int
+	// queued is the demand the job source knows and no booking covers yet
+	// (Queued).
+	queued int
+	// arr is the learned arrival pattern; sized the pool sizes chosen from
+	// it for target_wait; bootEst and resumeEst what boots and resumes took.
+	arr       *arrivals
+	sized     Sized
+	bootEst   time.Duration
+	resumeEst time.Duration
+	bootSeen  bool
+	resSeen   bool
+
 	actions []Action
 	dirty   bool
 	refused map[string]int
@@ -123,6 +158,9 @@ func New(cfg Config, now time.Time) *Scaler {
 		envs:      map[string]*env{},
 		throttle:  rate.NewLimiter(rate.Limit(cfg.ThrottleLimit), cfg.ThrottleBurst),
 		refused:   map[string]int{},
+		arr:       newArrivals(),
+		bootEst:   cfg.BootTimeEstimate,
+		resumeEst: cfg.ResumeTimeEstimate,
 	}
 }
 

@@ -8,14 +8,71 @@ import (
 )
 
 // demand returns the slots that need a running instance and the idle target.
+// Demand is bookings on current instances plus jobs the source holds with no
+// booking yet (Queued); the idle target is the largest of idle_count, the
+// scale factor's and target_wait's hot pool.
 func (s *Scaler) demand(p policy.Policy) (inUse, idleTarget int) {
-	inUse = len(s.res) - s.offCurrentUsed
+	inUse = len(s.res) - s.offCurrentUsed + s.queued
 	idleTarget = p.IdleCount
 	if p.ScaleFactor > 0 {
 		f := min(int(math.Ceil(p.ScaleFactor*float64(inUse))), p.ScaleFactorLimit)
 		idleTarget = max(idleTarget, f)
 	}
+	if p.TargetWait > 0 {
+		idleTarget = max(idleTarget, s.sized.Hot)
+	}
 	return inUse, idleTarget
+}
+
+// poolTarget is how many idle instances the suspended tier should hold:
+// suspended_idle_count, or what target_wait sizing chose if more.
+func (s *Scaler) poolTarget(p policy.Policy) int {
+	if !s.tierOn(p) {
+		return 0
+	}
+	t := p.SuspendedIdleCount
+	if p.TargetWait > 0 {
+		t = max(t, s.sized.Suspended)
+	}
+	return t
+}
+
+// resize chooses the hot and suspended pools for target_wait from the
+// arrival forecast, at least cost (see sizing), and reports a change.
+func (s *Scaler) resize(p policy.Policy) {
+	if p.TargetWait <= 0 {
+		return
+	}
+	z := s.sizing(p, s.arr.forecast(s.now, s.bootEst))
+	if z.Hot != s.sized.Hot || z.Suspended != s.sized.Suspended || z.Tier != s.sized.Tier {
+		s.emit(z)
+	}
+	s.sized = z
+}
+
+// sizing is the least-cost pair of pools that keeps the p95 wait within
+// p.TargetWait for forecast f. A job meets the target when it finds a hot
+// slot, or, when a resume fits in the target, a suspended instance. The
+// capacity that must be on hand is the forecast burst plus what arrives
+// while replacements boot; it is cheapest to hold it suspended (cost
+// SuspendedCost per instance instead of 1), keeping hot only the arrivals
+// expected while a resume runs, so that the jobs of a burst's tail do not
+// all wait a resume. When the tier cannot meet the target (no suspend, or a
+// resume slower than the target), everything is hot.
+func (s *Scaler) sizing(p policy.Policy, f forecast) Sized {
+	z := Sized{Rate: f.Rate, Burst: f.Burst, Source: f.Source, BootTime: s.bootEst,
+		ResumeTime: s.resumeEst, TargetWait: p.TargetWait}
+	z.Tier = s.tierOn(p) && s.resumeEst <= p.TargetWait && s.cfg.SuspendedCost < 1
+	need := int(math.Ceil(f.Burst + f.Rate*s.bootEst.Seconds()))
+	capSlots := s.cfg.MaxInstances * s.cfg.CapacityPerInstance
+	if z.Tier {
+		z.Hot = min(int(math.Ceil(f.Rate*s.resumeEst.Seconds())), need)
+		z.Suspended = min(ceilDiv(max(need-z.Hot, 0), s.cfg.CapacityPerInstance), s.cfg.MaxInstances)
+	} else {
+		z.Hot = need
+	}
+	z.Hot = min(z.Hot, capSlots)
+	return z
 }
 
 func (s *Scaler) current() int {
@@ -29,14 +86,27 @@ func (s *Scaler) Total() int { return len(s.instances) + len(s.pending) }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// scaleUp requests instances when the desired count exceeds what exists. It
-// is O(1), so it runs after every event.
+// scaleUp brings running capacity up to demand + idle target, resuming
+// pooled instances before it boots new ones, and boots more when the
+// suspended tier is below its target. It is O(1) (plus the instances it
+// resumes), so it runs after every event.
 func (s *Scaler) scaleUp() {
 	p := s.policy()
+	s.resize(p)
 	inUse, idleTarget := s.demand(p)
 	desired := ceilDiv(inUse+idleTarget, s.cfg.CapacityPerInstance)
 	have := s.current()
-	want := min(desired-have, s.cfg.MaxInstances-s.Total())
+	if need := desired - have; need > 0 && len(s.pool) > 0 {
+		n := s.resumePooled(need)
+		s.emit(Scaled{Direction: "resume", InUse: inUse, IdleSlots: idleTarget, Have: have, Want: desired, N: n,
+			Suspended: s.pooled, SuspendedTarget: s.poolTarget(p), Tier: true})
+		have += n
+	}
+	pool := s.poolTarget(p)
+	// Pooled instances still suspending count as capacity: they are
+	// resumed once suspended, sooner than a boot (I7 counts them too).
+	want := desired + pool - have - s.pooled
+	want = min(want, s.cfg.MaxInstances-s.Total())
 	if want <= 0 || s.now.Before(s.hookPauseTo) {
 		return
 	}
@@ -50,13 +120,15 @@ func (s *Scaler) scaleUp() {
 		s.pending = append(s.pending, s.now)
 	}
 	s.dirty = true
-	s.emit(Scaled{Direction: "up", InUse: inUse, IdleSlots: idleTarget, Have: have, Want: desired, N: n})
+	s.emit(Scaled{Direction: "up", InUse: inUse, IdleSlots: idleTarget, Have: have + s.pooled, Want: desired + pool, N: n,
+		Suspended: s.pooled, SuspendedTarget: pool, Tier: pool > 0})
 	s.emit(Increase{N: n})
 }
 
-// scaleIn deletes idle instances beyond the desired count, oldest idle first.
-// Candidates have no reserved, acquired or suspended slot; they leave the
-// free list before the Decrease, so no Reserve can race the deletion.
+// scaleIn takes idle instances beyond the desired count out of the hot
+// pool, oldest idle first: into the suspended tier when it is on, else
+// deleted. Candidates have no reserved, acquired or suspended slot; they
+// leave the free list before the provider call, so no Reserve can race it.
 func (s *Scaler) scaleIn(idle []*instance, p policy.Policy) {
 	if len(idle) == 0 {
 		return
@@ -70,6 +142,14 @@ func (s *Scaler) scaleIn(idle []*instance, p policy.Policy) {
 	}
 	sort.SliceStable(idle, func(i, j int) bool { return idle[i].idleSince.Before(idle[j].idleSince) })
 	n := min(excess, len(idle))
+	if s.tierOn(p) {
+		s.emit(Scaled{Direction: "suspend", InUse: inUse, IdleSlots: idleTarget, Have: have, Want: desired, N: n,
+			Suspended: s.pooled, SuspendedTarget: s.poolTarget(p), Tier: true})
+		for _, in := range idle[:n] {
+			s.suspendIdle(in)
+		}
+		return
+	}
 	s.emit(Scaled{Direction: "in", InUse: inUse, IdleSlots: idleTarget, Have: have, Want: desired, N: n})
 	for _, in := range idle[:n] {
 		s.deleteInstance(in, ReasonIdle)

@@ -121,6 +121,10 @@ func (s *Scaler) ResumeResult(id string, err error) {
 	if !ok || err == nil || in.phase != phaseResuming {
 		return
 	}
+	if in.env == nil {
+		s.resumeFailed(in, err)
+		return
+	}
 	in.lastErr = err.Error()
 	s.setPhase(in, phaseSuspended)
 	if e := in.env; e != nil && e.inUse != nil {
@@ -140,6 +144,15 @@ func (s *Scaler) finishResume(in *instance) {
 	s.setPhase(in, phaseReady)
 	in.readyAt = s.now
 	if e == nil {
+		// A tier instance (or one whose environment was consumed): idle
+		// from now, and the resume time is what a waiting job waited.
+		in.idleSince = s.now
+		in.nextHB = s.now.Add(s.cfg.HeartbeatInterval)
+		if !in.resumeAt.IsZero() {
+			s.learnResume(s.now.Sub(in.resumeAt))
+			in.resumeAt = time.Time{}
+			in.resumeFails = 0
+		}
 		s.bindQueued()
 		return
 	}

@@ -17,7 +17,13 @@ func (s *Scaler) Tick() {
 		s.lastIncErr = fmt.Sprintf("a requested instance did not appear in the provider's listing within %s", s.cfg.ListingTimeout)
 		s.dirty = true
 	}
-	var idle []*instance
+	// A slot of the arrival profile that ended is worth persisting.
+	if s.arr.roll(now); s.arr.changed {
+		s.arr.changed = false
+		s.dirty = true
+	}
+	s.resize(p)
+	var idle, pooled []*instance
 	for _, in := range s.sortedInstances() {
 		switch in.phase {
 		case phaseCreating, phaseBooting:
@@ -43,6 +49,10 @@ func (s *Scaler) Tick() {
 				s.issueSuspend(in)
 			}
 		case phaseSuspended:
+			if in.pooled {
+				pooled = append(pooled, in)
+				continue
+			}
 			if in.env == nil && !in.unclaimedAt.IsZero() && now.Sub(in.unclaimedAt) >= p.IdleTime {
 				s.deleteInstance(in, ReasonUnclaimed)
 			}
@@ -74,6 +84,7 @@ func (s *Scaler) Tick() {
 		}
 	}
 	s.scaleIn(idle, p)
+	s.expirePooled(pooled, p)
 	s.scaleUp()
 }
 

@@ -43,7 +43,9 @@ var (
 	keyVersion         = []byte("version")
 	keyPending         = []byte("pending")
 	keySaved           = []byte("saved")
-	schemaVersion      = []byte("1")
+	// keyArrivals holds the core's learned arrival pattern (scaler.ArrivalModel).
+	keyArrivals   = []byte("arrivals")
+	schemaVersion = []byte("1")
 )
 
 // ErrLocked is returned by Open when another process holds the file.
@@ -127,6 +129,12 @@ func (b *Bolt) Load() (scaler.State, bool, error) {
 				return fmt.Errorf("pending increases: %w", err)
 			}
 		}
+		if v := meta.Get(keyArrivals); v != nil {
+			st.Arrivals = new(scaler.ArrivalModel)
+			if err := json.Unmarshal(v, st.Arrivals); err != nil {
+				return fmt.Errorf("arrival model: %w", err)
+			}
+		}
 		if err := each(tx, bucketInstances, func(v []byte) error {
 			var r scaler.InstanceRecord
 			err := json.Unmarshal(v, &r)
@@ -179,6 +187,15 @@ func (b *Bolt) Save(st scaler.State) error {
 		}
 		if err := meta.Put(keyPending, pending); err != nil {
 			return err
+		}
+		if st.Arrivals != nil {
+			arr, err := json.Marshal(st.Arrivals)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyArrivals, arr); err != nil {
+				return err
+			}
 		}
 		if err := meta.Put(keySaved, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 			return err

@@ -1,0 +1,200 @@
+package scaler
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// The arrival model: what berth has learned about when jobs arrive, so that
+// target_wait sizing can resume or boot instances before the usual burst
+// instead of after it. It is deliberately simple enough to explain in one
+// log line: a profile of arrival rate and burst size per 15-minute slot of
+// the week (and, until a weekday has been seen, per slot of the day), plus
+// an exponentially weighted recent rate. No wall clock: every update and
+// forecast takes the core's time.
+
+const (
+	// profileSlot is the width of one profile slot: short enough to follow
+	// a working day, long enough that a slot sees a few bursts.
+	profileSlot   = 15 * time.Minute
+	slotsPerDay   = int(24 * time.Hour / profileSlot)
+	slotsPerWeek  = 7 * slotsPerDay
+	profileWeight = 0.5 // weight of the newest observation of a slot
+	// recentTau is the time constant of the recent rate: a burst raises it
+	// at once and it decays over about ten minutes.
+	recentTau = 10 * time.Minute
+)
+
+// ArrivalModel is the durable part of the arrival model, persisted with the
+// core's State so that a restart does not forget the week it learned.
+// Slices are indexed by slot: Week by weekday (Sunday = 0) × slot of the
+// day, Day by slot of the day (UTC).
+type ArrivalModel struct {
+	// WeekRate and DayRate are arrivals per second, averaged per slot.
+	WeekRate []float64 `json:"week_rate"`
+	DayRate  []float64 `json:"day_rate"`
+	// WeekBurst and DayBurst are the largest number of arrivals within one
+	// second seen in a slot, averaged over the times the slot was seen.
+	WeekBurst []float64 `json:"week_burst"`
+	DayBurst  []float64 `json:"day_burst"`
+	// WeekSeen and DaySeen count how often each slot was observed.
+	WeekSeen []int `json:"week_seen"`
+	DaySeen  []int `json:"day_seen"`
+}
+
+// arrivals is the live model: the durable profile plus the slot and second
+// being counted now and the recent rate.
+type arrivals struct {
+	m ArrivalModel
+
+	slotStart time.Time // start of the slot being counted; zero before the first arrival
+	slotCount int
+	slotBurst int
+	secStart  time.Time
+	secCount  int
+
+	recent     float64 // arrivals per second, exponentially weighted
+	recentAt   time.Time
+	changed    bool // the durable profile changed since the last State
+	everRecord bool
+	loaded     bool // a persisted model was loaded
+}
+
+func newArrivals() *arrivals {
+	a := &arrivals{}
+	a.m.WeekRate = make([]float64, slotsPerWeek)
+	a.m.WeekBurst = make([]float64, slotsPerWeek)
+	a.m.WeekSeen = make([]int, slotsPerWeek)
+	a.m.DayRate = make([]float64, slotsPerDay)
+	a.m.DayBurst = make([]float64, slotsPerDay)
+	a.m.DaySeen = make([]int, slotsPerDay)
+	return a
+}
+
+// load takes a persisted model, ignoring one of the wrong shape (a model
+// is only an optimisation: better to relearn than to refuse to start).
+func (a *arrivals) load(m *ArrivalModel) {
+	if m == nil || len(m.WeekRate) != slotsPerWeek || len(m.WeekBurst) != slotsPerWeek ||
+		len(m.WeekSeen) != slotsPerWeek || len(m.DayRate) != slotsPerDay ||
+		len(m.DayBurst) != slotsPerDay || len(m.DaySeen) != slotsPerDay {
+		return
+	}
+	copy(a.m.WeekRate, m.WeekRate)
+	copy(a.m.WeekBurst, m.WeekBurst)
+	copy(a.m.WeekSeen, m.WeekSeen)
+	copy(a.m.DayRate, m.DayRate)
+	copy(a.m.DayBurst, m.DayBurst)
+	copy(a.m.DaySeen, m.DaySeen)
+	a.loaded = true
+}
+
+func (a *arrivals) snapshot() *ArrivalModel {
+	m := ArrivalModel{
+		WeekRate: append([]float64(nil), a.m.WeekRate...), WeekBurst: append([]float64(nil), a.m.WeekBurst...),
+		WeekSeen: append([]int(nil), a.m.WeekSeen...), DayRate: append([]float64(nil), a.m.DayRate...),
+		DayBurst: append([]float64(nil), a.m.DayBurst...), DaySeen: append([]int(nil), a.m.DaySeen...),
+	}
+	return &m
+}
+
+func weekSlot(t time.Time) int {
+	t = t.UTC()
+	return int(t.Weekday())*slotsPerDay + (t.Hour()*60+t.Minute())/int(profileSlot/time.Minute)
+}
+
+// roll closes every slot that ended by now, folding its counts into the
+// profile. Empty slots are folded too: a quiet hour is worth learning.
+func (a *arrivals) roll(now time.Time) {
+	if a.slotStart.IsZero() {
+		return
+	}
+	for n := 0; !now.Before(a.slotStart.Add(profileSlot)); n++ {
+		if n >= slotsPerWeek {
+			// Idle for more than a week: every slot was folded once;
+			// skip ahead rather than fold the same zeros again.
+			a.slotStart = now.Truncate(profileSlot)
+			break
+		}
+		rate := float64(a.slotCount) / profileSlot.Seconds()
+		burst := float64(a.slotBurst)
+		w := weekSlot(a.slotStart)
+		fold(&a.m.WeekRate[w], &a.m.WeekBurst[w], &a.m.WeekSeen[w], rate, burst)
+		d := w % slotsPerDay
+		fold(&a.m.DayRate[d], &a.m.DayBurst[d], &a.m.DaySeen[d], rate, burst)
+		a.slotStart = a.slotStart.Add(profileSlot)
+		a.slotCount, a.slotBurst = 0, 0
+		a.changed = true
+	}
+}
+
+func fold(rate, burst *float64, seen *int, r, b float64) {
+	if *seen == 0 {
+		*rate, *burst = r, b
+	} else {
+		*rate += profileWeight * (r - *rate)
+		*burst += profileWeight * (b - *burst)
+	}
+	*seen++
+}
+
+// record counts n arrivals at now.
+func (a *arrivals) record(now time.Time, n int) {
+	if a.slotStart.IsZero() {
+		a.slotStart = now.Truncate(profileSlot)
+	}
+	a.roll(now)
+	a.decay(now)
+	a.recent += float64(n) / recentTau.Seconds()
+	if now.Sub(a.secStart) >= time.Second {
+		a.secStart, a.secCount = now, 0
+	}
+	a.secCount += n
+	a.slotCount += n
+	a.slotBurst = max(a.slotBurst, a.secCount)
+	a.everRecord = true
+}
+
+func (a *arrivals) decay(now time.Time) {
+	if !a.recentAt.IsZero() && now.After(a.recentAt) {
+		a.recent *= math.Exp(-now.Sub(a.recentAt).Seconds() / recentTau.Seconds())
+	}
+	if now.After(a.recentAt) {
+		a.recentAt = now
+	}
+}
+
+// forecast is the expected arrival rate and largest burst from now to
+// now+horizon (at least the next slot), with where the numbers came from.
+type forecast struct {
+	Rate   float64 // arrivals per second
+	Burst  float64 // arrivals within one second
+	Source string
+}
+
+func (f forecast) String() string {
+	return fmt.Sprintf("rate=%.3f/s burst=%.0f from %s", f.Rate, f.Burst, f.Source)
+}
+
+func (a *arrivals) forecast(now time.Time, horizon time.Duration) forecast {
+	a.roll(now)
+	a.decay(now)
+	f := forecast{Rate: a.recent, Burst: float64(a.slotBurst), Source: "recent arrivals"}
+	horizon = max(horizon, profileSlot)
+	for t := now; !t.After(now.Add(horizon)); t = t.Add(profileSlot) {
+		w := weekSlot(t)
+		d := w % slotsPerDay
+		rate, burst, src := a.m.DayRate[d], a.m.DayBurst[d], "daily profile"
+		if a.m.WeekSeen[w] > 0 {
+			rate, burst, src = a.m.WeekRate[w], a.m.WeekBurst[w], "weekday profile"
+		} else if a.m.DaySeen[d] == 0 {
+			continue
+		}
+		if rate > f.Rate || burst > f.Burst {
+			f.Source = src + " at " + t.UTC().Format("Mon 15:04")
+		}
+		f.Rate = max(f.Rate, rate)
+		f.Burst = max(f.Burst, burst)
+	}
+	return f
+}
