@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,8 @@ import (
 // within the acquire timeout failed with "unable to acquire instance:
 // context deadline exceeded". The scaling underneath is berth's own, so the
 // difference measured is only where the capacity check happens.
+var debugSized = os.Getenv("BENCH_DEBUG") != ""
+
 type coreDriver struct {
 	r    *runner
 	s    *scaler.Scaler
@@ -61,6 +64,13 @@ type acqWait struct {
 
 func newCoreDriver(r *runner, late bool) *coreDriver {
 	c := r.cfg
+	// The suspended tier and the wait target are berth's own; late-acquire
+	// keeps today's pool so that it measures only where the capacity check
+	// happens.
+	tierIdle, target := c.SuspendedIdleTime, c.TargetWait
+	if late {
+		tierIdle, target = 0, 0
+	}
 	cfg := scaler.Config{
 		CapacityPerInstance: c.CapacityPerInstance,
 		MaxInstances:        c.MaxInstances,
@@ -70,7 +80,12 @@ func newCoreDriver(r *runner, late bool) *coreDriver {
 			ScaleFactor:      c.ScaleFactor,
 			ScaleFactorLimit: c.ScaleFactorLimit,
 			Preemptive:       c.Preemptive,
+			SuspendedIdleTime:  tierIdle,
+			SuspendedIdleCount: c.SuspendedIdleCount,
+			TargetWait:         target,
 		}),
+		CanSuspend:    true,
+		SuspendedCost: c.SuspendedCost,
 		// The core's ready timeout matches the acquire timeout, as with the
 		// daemon's instance_acquire_timeout.
 		ReadyTimeout: c.AcquireTimeout,
@@ -169,6 +184,9 @@ func (d *coreDriver) step() error {
 				return err
 			}
 		}
+		// Jobs still queued are demand the job source knows (Queued):
+		// in preemptive mode they start instances even with idle_count 0.
+		s.Queued(r.queue.len())
 	}
 	if err := d.drain(); err != nil {
 		return err
@@ -243,6 +261,10 @@ func (d *coreDriver) acquire(j int) error {
 	}
 	r.status[j] = stBooked
 	d.waiting = append(d.waiting, acqWait{job: j, deadline: r.now.Add(r.cfg.AcquireTimeout), failures: d.cloudFailures()})
+	if debugSized && os.Getenv("BENCH_DEBUG") == "2" {
+		c := d.s.Counts()
+		fmt.Fprintf(os.Stderr, "%s wait job %d phases %v pending %d unbound %d\n", r.now.Format("15:04:05"), j, c.InstancesByPhase, c.Pending, c.Unbound)
+	}
 	return nil
 }
 
@@ -333,14 +355,20 @@ func (d *coreDriver) drain() error {
 				if j, err := strconv.Atoi(a.Key); err == nil && j >= 0 && j < len(r.jobs) && r.status[j] == stBooked {
 					r.fail(j, false, "acquire failed: the booking's instance was lost")
 				}
+			case scaler.Sized:
+				if debugSized {
+					fmt.Fprintf(os.Stderr, "%s sized %+v\n", r.now.Format("Mon 15:04:05"), a)
+				}
 			case scaler.Heartbeat:
 				s.HeartbeatResult(a.ID, nil)
 			case scaler.RunReadyHook:
 				s.HookResult(a.ID, nil)
 			case scaler.Suspend:
-				s.SuspendResult(a.ID, errors.New("bench: suspend is not used"))
+				_, err := r.cloud.Suspend(r.ctx, []string{a.ID})
+				s.SuspendResult(a.ID, err)
 			case scaler.Resume:
-				s.ResumeResult(a.ID, errors.New("bench: resume is not used"))
+				_, err := r.cloud.Resume(r.ctx, []string{a.ID})
+				s.ResumeResult(a.ID, err)
 			}
 		}
 	}

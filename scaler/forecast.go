@@ -24,6 +24,9 @@ const (
 	// recentTau is the time constant of the recent rate: a burst raises it
 	// at once and it decays over about ten minutes.
 	recentTau = 10 * time.Minute
+	// burstTau is how slowly the largest recent burst is forgotten: builds
+	// come back in bursts of the same size for a while.
+	burstTau = time.Hour
 )
 
 // ArrivalModel is the durable part of the arrival model, persisted with the
@@ -55,6 +58,7 @@ type arrivals struct {
 	secCount  int
 
 	recent     float64 // arrivals per second, exponentially weighted
+	burst      float64 // largest recent one-second burst, decaying
 	recentAt   time.Time
 	changed    bool // the durable profile changed since the last State
 	everRecord bool
@@ -152,12 +156,15 @@ func (a *arrivals) record(now time.Time, n int) {
 	a.secCount += n
 	a.slotCount += n
 	a.slotBurst = max(a.slotBurst, a.secCount)
+	a.burst = max(a.burst, float64(a.secCount))
 	a.everRecord = true
 }
 
 func (a *arrivals) decay(now time.Time) {
 	if !a.recentAt.IsZero() && now.After(a.recentAt) {
-		a.recent *= math.Exp(-now.Sub(a.recentAt).Seconds() / recentTau.Seconds())
+		dt := now.Sub(a.recentAt).Seconds()
+		a.recent *= math.Exp(-dt / recentTau.Seconds())
+		a.burst *= math.Exp(-dt / burstTau.Seconds())
 	}
 	if now.After(a.recentAt) {
 		a.recentAt = now
@@ -179,7 +186,7 @@ func (f forecast) String() string {
 func (a *arrivals) forecast(now time.Time, horizon time.Duration) forecast {
 	a.roll(now)
 	a.decay(now)
-	f := forecast{Rate: a.recent, Burst: float64(a.slotBurst), Source: "recent arrivals"}
+	f := forecast{Rate: a.recent, Burst: a.burst, Source: "recent arrivals"}
 	horizon = max(horizon, profileSlot)
 	for t := now; !t.After(now.Add(horizon)); t = t.Add(profileSlot) {
 		w := weekSlot(t)

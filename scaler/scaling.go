@@ -96,7 +96,11 @@ func (s *Scaler) scaleUp() {
 	inUse, idleTarget := s.demand(p)
 	desired := ceilDiv(inUse+idleTarget, s.cfg.CapacityPerInstance)
 	have := s.current()
-	if need := desired - have; need > 0 && len(s.pool) > 0 {
+	// Resume for demand that instances ready or resuming do not cover:
+	// instances still booting come later than a resume, and if demand
+	// does not need them they end up in the tier, which is what they were
+	// booted for.
+	if need := desired - s.byPhase[phaseReady] - s.byPhase[phaseResuming]; need > 0 && len(s.pool) > 0 {
 		n := s.resumePooled(need)
 		s.emit(Scaled{Direction: "resume", InUse: inUse, IdleSlots: idleTarget, Have: have, Want: desired, N: n,
 			Suspended: s.pooled, SuspendedTarget: s.poolTarget(p), Tier: true})
