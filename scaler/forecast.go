@@ -63,6 +63,7 @@ type arrivals struct {
 	changed    bool // the durable profile changed since the last State
 	everRecord bool
 	loaded     bool // a persisted model was loaded
+	folded     bool // a slot was folded into the profile
 }
 
 func newArrivals() *arrivals {
@@ -102,6 +103,10 @@ func (a *arrivals) snapshot() *ArrivalModel {
 	return &m
 }
 
+// learned reports whether the profile holds anything worth persisting: a
+// slot was folded in, or a persisted model was loaded.
+func (a *arrivals) learned() bool { return a.loaded || a.folded }
+
 func weekSlot(t time.Time) int {
 	t = t.UTC()
 	return int(t.Weekday())*slotsPerDay + (t.Hour()*60+t.Minute())/int(profileSlot/time.Minute)
@@ -129,6 +134,7 @@ func (a *arrivals) roll(now time.Time) {
 		a.slotStart = a.slotStart.Add(profileSlot)
 		a.slotCount, a.slotBurst = 0, 0
 		a.changed = true
+		a.folded = true
 	}
 }
 

@@ -78,7 +78,7 @@ func (s *Scaler) State() State {
 		st.Envs = append(st.Envs, rec)
 	}
 	st.Pending = append([]time.Time(nil), s.pending...)
-	if s.arr.everRecord || s.arr.loaded {
+	if s.arr.learned() {
 		st.Arrivals = s.arr.snapshot()
 	}
 	return st
