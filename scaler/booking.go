@@ -135,6 +135,7 @@ func (s *Scaler) Release(key string) error {
 	}
 	if in := r.inst; in != nil && r.acquired {
 		in.useCount++
+		s.arr.release(s.now)
 	}
 	s.dropReservation(r)
 	return nil

@@ -27,6 +27,9 @@ const (
 	// burstTau is how slowly the largest recent burst is forgotten: builds
 	// come back in bursts of the same size for a while.
 	burstTau = time.Hour
+	// releaseTau is the time constant of the release rate, which tells how
+	// many busy instances come back to the pools soon.
+	releaseTau = 5 * time.Minute
 )
 
 // ArrivalModel is the durable part of the arrival model, persisted with the
@@ -54,11 +57,15 @@ type arrivals struct {
 	slotStart time.Time // start of the slot being counted; zero before the first arrival
 	slotCount int
 	slotBurst int
+	secs      []int // arrivals per busy second of the slot, for its cover
+	coverN    int   // slotCount when coverV was computed
+	coverV    int
 	secStart  time.Time
 	secCount  int
 
 	recent     float64 // arrivals per second, exponentially weighted
 	burst      float64 // largest recent one-second burst, decaying
+	releases   float64 // jobs ending per second, exponentially weighted
 	recentAt   time.Time
 	changed    bool // the durable profile changed since the last State
 	everRecord bool
@@ -103,6 +110,39 @@ func (a *arrivals) snapshot() *ArrivalModel {
 	return &m
 }
 
+// coverShare is the share of arrivals a pool may leave uncovered: a target
+// percentile of p95 allows 5 % of jobs to wait longer, and 2 % are kept for
+// waits the pools cannot prevent (resumes seen late, bursts back to back).
+const coverShare = 0.03
+
+// cover is the smallest pool that covers the bursts of the current slot
+// but for coverShare of its arrivals: the jobs of a burst beyond the pool
+// wait a boot. It is the job-weighted quantile of burst sizes, which bursts
+// of a hundred jobs pull up only as far as their jobs matter for the p95.
+func (a *arrivals) cover() int {
+	// Recompute as the slot grows by a tenth: exact enough for a sizing
+	// decision, and it keeps a burst of arrivals O(1) each.
+	if a.slotCount <= a.coverN+a.coverN/10 && a.coverN > 0 || a.slotCount == 0 {
+		return a.coverV
+	}
+	allowed := coverShare * float64(a.slotCount)
+	lo, hi := 0, a.slotBurst
+	for lo < hi {
+		p := (lo + hi) / 2
+		over := 0
+		for _, b := range a.secs {
+			over += max(b-p, 0)
+		}
+		if float64(over) <= allowed {
+			hi = p
+		} else {
+			lo = p + 1
+		}
+	}
+	a.coverN, a.coverV = a.slotCount, lo
+	return lo
+}
+
 // learned reports whether the profile holds anything worth persisting: a
 // slot was folded in, or a persisted model was loaded.
 func (a *arrivals) learned() bool { return a.loaded || a.folded }
@@ -126,13 +166,15 @@ func (a *arrivals) roll(now time.Time) {
 			break
 		}
 		rate := float64(a.slotCount) / profileSlot.Seconds()
-		burst := float64(a.slotBurst)
+		burst := float64(a.cover())
 		w := weekSlot(a.slotStart)
 		fold(&a.m.WeekRate[w], &a.m.WeekBurst[w], &a.m.WeekSeen[w], rate, burst)
 		d := w % slotsPerDay
 		fold(&a.m.DayRate[d], &a.m.DayBurst[d], &a.m.DaySeen[d], rate, burst)
 		a.slotStart = a.slotStart.Add(profileSlot)
 		a.slotCount, a.slotBurst = 0, 0
+		a.secs = a.secs[:0]
+		a.coverN, a.coverV = 0, 0
 		a.changed = true
 		a.folded = true
 	}
@@ -158,8 +200,10 @@ func (a *arrivals) record(now time.Time, n int) {
 	a.recent += float64(n) / recentTau.Seconds()
 	if now.Sub(a.secStart) >= time.Second {
 		a.secStart, a.secCount = now, 0
+		a.secs = append(a.secs, 0)
 	}
 	a.secCount += n
+	a.secs[len(a.secs)-1] = a.secCount
 	a.slotCount += n
 	a.slotBurst = max(a.slotBurst, a.secCount)
 	a.burst = max(a.burst, float64(a.secCount))
@@ -171,10 +215,24 @@ func (a *arrivals) decay(now time.Time) {
 		dt := now.Sub(a.recentAt).Seconds()
 		a.recent *= math.Exp(-dt / recentTau.Seconds())
 		a.burst *= math.Exp(-dt / burstTau.Seconds())
+		a.releases *= math.Exp(-dt / releaseTau.Seconds())
 	}
 	if now.After(a.recentAt) {
 		a.recentAt = now
 	}
+}
+
+// release counts a job that ended at now.
+func (a *arrivals) release(now time.Time) {
+	a.decay(now)
+	a.releases += 1 / releaseTau.Seconds()
+}
+
+// returning is how many busy instances are expected back within d, from the
+// recent release rate.
+func (a *arrivals) returning(now time.Time, d time.Duration) float64 {
+	a.decay(now)
+	return a.releases * d.Seconds()
 }
 
 // forecast is the expected arrival rate and largest burst from now to
@@ -192,7 +250,7 @@ func (f forecast) String() string {
 func (a *arrivals) forecast(now time.Time, horizon time.Duration) forecast {
 	a.roll(now)
 	a.decay(now)
-	f := forecast{Rate: a.recent, Burst: a.burst, Source: "recent arrivals"}
+	f := forecast{Rate: a.recent, Burst: float64(a.cover()), Source: "recent arrivals"}
 	horizon = max(horizon, profileSlot)
 	for t := now; !t.After(now.Add(horizon)); t = t.Add(profileSlot) {
 		w := weekSlot(t)

@@ -155,6 +155,7 @@ func (s *Scaler) addInstance(id string, p phase) *instance {
 	in := &instance{id: id, phase: p, slots: make([]*reservation, s.cfg.CapacityPerInstance),
 		created: s.now, idleSince: s.now, freeIdx: -1, poolIdx: -1}
 	s.instances[id] = in
+	s.sortedOK = false
 	s.byPhase[p]++
 	s.updateFree(in)
 	s.dirty = true
@@ -165,6 +166,7 @@ func (s *Scaler) removeInstance(in *instance, reason Reason) {
 	s.setPhase(in, phaseDeleting) // leaves the free list and the counts of current
 	s.byPhase[phaseDeleting]--
 	delete(s.instances, in.id)
+	s.sortedOK = false
 	s.emit(Gone{ID: in.id, Reason: reason, Lifetime: s.now.Sub(in.created)})
 	s.dirty = true
 }

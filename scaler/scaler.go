@@ -142,6 +142,10 @@ type Scaler struct {
 	bootSeen  bool
 	resSeen   bool
 
+	// sorted caches the instances by ID while sortedOK (sortedInstances).
+	sorted   []*instance
+	sortedOK bool
+
 	actions []Action
 	dirty   bool
 	refused map[string]int

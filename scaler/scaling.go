@@ -66,7 +66,7 @@ func (s *Scaler) sizing(p policy.Policy, f forecast) Sized {
 	need := int(math.Ceil(f.Burst + f.Rate*s.bootEst.Seconds()))
 	capSlots := s.cfg.MaxInstances * s.cfg.CapacityPerInstance
 	if z.Tier {
-		z.Hot = min(int(math.Ceil(f.Rate*s.resumeEst.Seconds())), need)
+		z.Hot = 0
 		z.Suspended = min(ceilDiv(max(need-z.Hot, 0), s.cfg.CapacityPerInstance), s.cfg.MaxInstances)
 	} else {
 		z.Hot = need
@@ -110,6 +110,13 @@ func (s *Scaler) scaleUp() {
 	// Pooled instances still suspending count as capacity: they are
 	// resumed once suspended, sooner than a boot (I7 counts them too).
 	want := desired + pool - have - s.pooled
+	if pool > 0 {
+		// Busy instances that come back within a boot refill the tier
+		// on their own: booting for them too would only make a surplus
+		// that is deleted unused later.
+		ret := int(s.arr.returning(s.now, s.bootEst))
+		want = max(desired-have, want-ret)
+	}
 	want = min(want, s.cfg.MaxInstances-s.Total())
 	if want <= 0 || s.now.Before(s.hookPauseTo) {
 		return

@@ -95,11 +95,19 @@ func orNone(s string) string {
 	return s
 }
 
+// sortedInstances returns the instances by ID, for decisions that must not
+// depend on map order. The order is cached until an instance comes or goes,
+// since Tick walks it every few seconds; callers must not modify it, and
+// get a fresh one after they add or remove instances.
 func (s *Scaler) sortedInstances() []*instance {
+	if s.sortedOK {
+		return s.sorted
+	}
 	out := make([]*instance, 0, len(s.instances))
 	for _, in := range s.instances {
 		out = append(out, in)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	s.sorted, s.sortedOK = out, true
 	return out
 }

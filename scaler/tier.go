@@ -113,20 +113,21 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 		keep = p.IdleTime
 	}
 	excess := s.pooled - s.poolTarget(p)
-	if excess <= 0 || len(cands) == 0 {
+	if excess <= 0 {
 		return
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].pooledAt.Before(cands[j].pooledAt) })
-	n := 0
+	old := cands[:0]
 	for _, in := range cands {
-		if n == excess || s.now.Sub(in.pooledAt) < keep {
-			break
+		if s.now.Sub(in.pooledAt) >= keep {
+			old = append(old, in)
 		}
-		n++
 	}
-	if n == 0 {
+	if len(old) == 0 {
 		return
 	}
+	sort.SliceStable(old, func(i, j int) bool { return old[i].pooledAt.Before(old[j].pooledAt) })
+	n := min(excess, len(old))
+	cands = old
 	s.emit(Scaled{Direction: "in", Suspended: s.pooled, SuspendedTarget: s.poolTarget(p), N: n, Tier: true})
 	for _, in := range cands[:n] {
 		s.deleteInstance(in, ReasonSuspendedIdle)
