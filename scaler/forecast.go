@@ -174,6 +174,7 @@ func (a *arrivals) roll(now time.Time) {
 		a.slotStart = a.slotStart.Add(profileSlot)
 		a.slotCount, a.slotBurst = 0, 0
 		a.secs = a.secs[:0]
+		a.secStart, a.secCount = time.Time{}, 0 // a new slot starts a new second
 		a.coverN, a.coverV = 0, 0
 		a.changed = true
 		a.folded = true

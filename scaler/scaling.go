@@ -110,12 +110,12 @@ func (s *Scaler) scaleUp() {
 	// Pooled instances still suspending count as capacity: they are
 	// resumed once suspended, sooner than a boot (I7 counts them too).
 	want := desired + pool - have - s.pooled
-	if pool > 0 {
+	if stock := want - max(desired-have, 0); stock > 0 {
 		// Busy instances that come back within a boot refill the tier
 		// on their own: booting for them too would only make a surplus
 		// that is deleted unused later.
 		ret := int(s.arr.returning(s.now, s.bootEst))
-		want = max(desired-have, want-ret)
+		want -= min(stock, ret)
 	}
 	want = min(want, s.cfg.MaxInstances-s.Total())
 	if want <= 0 || s.now.Before(s.hookPauseTo) {
