@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"time"
 
@@ -558,13 +557,6 @@ func (r *runner) result() Result {
 		res.StaticInstances = c.StaticInstances
 	}
 	sort.Float64s(r.waits)
-	if debugSized {
-		h := map[int]int{}
-		for _, w := range r.waits {
-			h[int(w/5)*5]++
-		}
-		fmt.Fprintln(os.Stderr, "wait histogram (5s buckets):", h)
-	}
 	res.WaitP50S = percentile(r.waits, 50)
 	res.WaitP95S = percentile(r.waits, 95)
 	res.WaitP99S = percentile(r.waits, 99)

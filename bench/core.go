@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -31,8 +30,6 @@ import (
 // within the acquire timeout failed with "unable to acquire instance:
 // context deadline exceeded". The scaling underneath is berth's own, so the
 // difference measured is only where the capacity check happens.
-var debugSized = os.Getenv("BENCH_DEBUG") != ""
-
 type coreDriver struct {
 	r    *runner
 	s    *scaler.Scaler
@@ -261,10 +258,6 @@ func (d *coreDriver) acquire(j int) error {
 	}
 	r.status[j] = stBooked
 	d.waiting = append(d.waiting, acqWait{job: j, deadline: r.now.Add(r.cfg.AcquireTimeout), failures: d.cloudFailures()})
-	if debugSized && os.Getenv("BENCH_DEBUG") == "2" {
-		c := d.s.Counts()
-		fmt.Fprintf(os.Stderr, "%s wait job %d phases %v pending %d unbound %d\n", r.now.Format("15:04:05"), j, c.InstancesByPhase, c.Pending, c.Unbound)
-	}
 	return nil
 }
 
@@ -354,10 +347,6 @@ func (d *coreDriver) drain() error {
 			case scaler.Failed:
 				if j, err := strconv.Atoi(a.Key); err == nil && j >= 0 && j < len(r.jobs) && r.status[j] == stBooked {
 					r.fail(j, false, "acquire failed: the booking's instance was lost")
-				}
-			case scaler.Sized:
-				if debugSized {
-					fmt.Fprintf(os.Stderr, "%s sized %+v\n", r.now.Format("Mon 15:04:05"), a)
 				}
 			case scaler.Heartbeat:
 				s.HeartbeatResult(a.ID, nil)

@@ -60,6 +60,7 @@ type arrivals struct {
 	secs      []int // arrivals per busy second of the slot, for its cover
 	coverN    int   // slotCount when coverV was computed
 	coverV    int
+	prevCover float64 // cover of the last slot that ended
 	secStart  time.Time
 	secCount  int
 
@@ -110,10 +111,15 @@ func (a *arrivals) snapshot() *ArrivalModel {
 	return &m
 }
 
-// coverShare is the share of arrivals a pool may leave uncovered: a target
-// percentile of p95 allows 5 % of jobs to wait longer, and 2 % are kept for
-// waits the pools cannot prevent (resumes seen late, bursts back to back).
-const coverShare = 0.03
+// coverShare is the share of arrivals a pool may leave uncovered: the p95
+// target lets 5 % of jobs wait longer. Fewer than that wait a whole boot in
+// practice, since instances coming back from jobs and refills under way
+// serve part of a burst's overflow (measured on the Travis week).
+const coverShare = 0.05
+
+// minCoverArrivals is how many arrivals a slot needs before its own cover
+// counts in a forecast.
+const minCoverArrivals = 100
 
 // cover is the smallest pool that covers the bursts of the current slot
 // but for coverShare of its arrivals: the jobs of a burst beyond the pool
@@ -167,6 +173,7 @@ func (a *arrivals) roll(now time.Time) {
 		}
 		rate := float64(a.slotCount) / profileSlot.Seconds()
 		burst := float64(a.cover())
+		a.prevCover = burst
 		w := weekSlot(a.slotStart)
 		fold(&a.m.WeekRate[w], &a.m.WeekBurst[w], &a.m.WeekSeen[w], rate, burst)
 		d := w % slotsPerDay
@@ -251,7 +258,14 @@ func (f forecast) String() string {
 func (a *arrivals) forecast(now time.Time, horizon time.Duration) forecast {
 	a.roll(now)
 	a.decay(now)
-	f := forecast{Rate: a.recent, Burst: float64(a.cover()), Source: "recent arrivals"}
+	// The slot being counted speaks only once it has seen a few bursts:
+	// the first burst of a quiet slot would otherwise size the pool by
+	// itself; until then the last slot stands for the recent past.
+	cur := a.prevCover
+	if a.slotCount >= minCoverArrivals {
+		cur = max(cur, float64(a.cover()))
+	}
+	f := forecast{Rate: a.recent, Burst: cur, Source: "recent arrivals"}
 	horizon = max(horizon, profileSlot)
 	for t := now; !t.After(now.Add(horizon)); t = t.Add(profileSlot) {
 		w := weekSlot(t)

@@ -53,21 +53,22 @@ func (s *Scaler) resize(p policy.Policy) {
 // sizing is the least-cost pair of pools that keeps the p95 wait within
 // p.TargetWait for forecast f. A job meets the target when it finds a hot
 // slot, or, when a resume fits in the target, a suspended instance. The
-// capacity that must be on hand is the forecast burst plus what arrives
-// while replacements boot; it is cheapest to hold it suspended (cost
-// SuspendedCost per instance instead of 1), keeping hot only the arrivals
-// expected while a resume runs, so that the jobs of a burst's tail do not
-// all wait a resume. When the tier cannot meet the target (no suspend, or a
-// resume slower than the target), everything is hot.
+// capacity that must be on hand is the forecast burst cover (the pool that
+// leaves at most coverShare of arrivals to a boot). A suspended instance
+// costs SuspendedCost of a hot one and meets the same target, so the least
+// cost holds all of it suspended and no hot pool beyond the floors
+// (idle_count). When the tier cannot meet the target (no suspend, or a
+// resume slower than the target, or suspending costs as much as running),
+// all of it is hot. Arrivals during a refill's boot are left to the
+// instances that come back from jobs meanwhile (see scaleUp).
 func (s *Scaler) sizing(p policy.Policy, f forecast) Sized {
 	z := Sized{Rate: f.Rate, Burst: f.Burst, Source: f.Source, BootTime: s.bootEst,
 		ResumeTime: s.resumeEst, TargetWait: p.TargetWait}
 	z.Tier = s.tierOn(p) && s.resumeEst <= p.TargetWait && s.cfg.SuspendedCost < 1
-	need := int(math.Ceil(f.Burst + f.Rate*s.bootEst.Seconds()))
+	need := int(math.Ceil(f.Burst))
 	capSlots := s.cfg.MaxInstances * s.cfg.CapacityPerInstance
 	if z.Tier {
-		z.Hot = 0
-		z.Suspended = min(ceilDiv(max(need-z.Hot, 0), s.cfg.CapacityPerInstance), s.cfg.MaxInstances)
+		z.Suspended = min(ceilDiv(need, s.cfg.CapacityPerInstance), s.cfg.MaxInstances)
 	} else {
 		z.Hot = need
 	}
