@@ -24,9 +24,6 @@ const (
 	// recentTau is the time constant of the recent rate: a burst raises it
 	// at once and it decays over about ten minutes.
 	recentTau = 10 * time.Minute
-	// burstTau is how slowly the largest recent burst is forgotten: builds
-	// come back in bursts of the same size for a while.
-	burstTau = time.Hour
 	// releaseTau is the time constant of the release rate, which tells how
 	// many busy instances come back to the pools soon.
 	releaseTau = 5 * time.Minute
@@ -64,14 +61,12 @@ type arrivals struct {
 	secStart  time.Time
 	secCount  int
 
-	recent     float64 // arrivals per second, exponentially weighted
-	burst      float64 // largest recent one-second burst, decaying
-	releases   float64 // jobs ending per second, exponentially weighted
-	recentAt   time.Time
-	changed    bool // the durable profile changed since the last State
-	everRecord bool
-	loaded     bool // a persisted model was loaded
-	folded     bool // a slot was folded into the profile
+	recent   float64 // arrivals per second, exponentially weighted
+	releases float64 // jobs ending per second, exponentially weighted
+	recentAt time.Time
+	changed  bool // the durable profile changed since the last State
+	loaded   bool // a persisted model was loaded
+	folded   bool // a slot was folded into the profile
 }
 
 func newArrivals() *arrivals {
@@ -214,15 +209,12 @@ func (a *arrivals) record(now time.Time, n int) {
 	a.secs[len(a.secs)-1] = a.secCount
 	a.slotCount += n
 	a.slotBurst = max(a.slotBurst, a.secCount)
-	a.burst = max(a.burst, float64(a.secCount))
-	a.everRecord = true
 }
 
 func (a *arrivals) decay(now time.Time) {
 	if !a.recentAt.IsZero() && now.After(a.recentAt) {
 		dt := now.Sub(a.recentAt).Seconds()
 		a.recent *= math.Exp(-dt / recentTau.Seconds())
-		a.burst *= math.Exp(-dt / burstTau.Seconds())
 		a.releases *= math.Exp(-dt / releaseTau.Seconds())
 	}
 	if now.After(a.recentAt) {
