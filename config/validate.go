@@ -232,6 +232,17 @@ func (c *Config) checkAutoscaler(k *checker) {
 	}
 }
 
+// queueOnly reports whether every job source is the built-in queue, whose
+// queued jobs count as demand.
+func (c *Config) queueOnly() bool {
+	for _, s := range c.Sources {
+		if s.Kind != SourceQueue {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *Config) checkPeriod(k *checker, pp string, per policy.Period, slots int) {
 	if err := per.Validate(); err != nil {
 		var errs []error
@@ -255,14 +266,16 @@ func (c *Config) checkPeriod(k *checker, pp string, per policy.Period, slots int
 	}
 	pol := per.Policy
 	// In preemptive mode a job is booked only against an idle slot on a ready
-	// instance. With idle_count = 0 nothing ever starts an instance from an
-	// empty fleet (scale_factor multiplies slots already in use, which stay
-	// 0), so jobs would wait for ever. That is a deadlock, not a preference:
-	// reject it rather than warn.
-	if pol.Preemptive && pol.IdleCount == 0 {
+	// instance. With idle_count = 0 nothing but known demand starts an
+	// instance from an empty fleet (scale_factor multiplies slots already in
+	// use, which stay 0). The built-in queue reports its queued jobs as
+	// demand; a GitLab source cannot, so its jobs would wait for ever. That
+	// is a deadlock, not a preference: reject it rather than warn.
+	if pol.Preemptive && pol.IdleCount == 0 && !c.queueOnly() {
 		k.fail(pp+".idle_count", 0,
-			"with preemptive_mode = true no instance would ever start and jobs would wait for ever; "+
-				"set idle_count to 1 or more, or preemptive_mode = false to start instances on demand")
+			"with preemptive_mode = true and a GitLab source no instance would ever start and its jobs would wait for ever; "+
+				"set idle_count to 1 or more, or preemptive_mode = false to start instances on demand "+
+				"(the built-in queue alone works with idle_count = 0: its queued jobs start instances)")
 	}
 	if pol.ScaleFactor > 0 && pol.ScaleFactorLimit == 0 {
 		k.warn(pp+".scale_factor", pol.ScaleFactor,
