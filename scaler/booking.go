@@ -36,6 +36,11 @@ func (s *Scaler) Reserve(key string) error {
 	r := &reservation{key: key}
 	s.res[key] = r
 	s.granted++
+	if s.queued > 0 {
+		// The booking is for one of the jobs the source reported queued:
+		// count it once, as a booking, until the source reports again.
+		s.queued--
+	}
 	if len(s.free) > 0 {
 		s.bind(r, s.free[len(s.free)-1])
 	} else {

@@ -137,6 +137,8 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 // Queued tells the core how many jobs wait in the job source with no
 // booking yet (the built-in queue knows). They are demand like bookings, so
 // that preemptive mode with idle_count = 0 still starts instances for them.
+// Each successful Reserve lowers the count by one until the next report:
+// the booking is for one of those jobs, and must not count twice.
 func (s *Scaler) Queued(n int) {
 	n = max(n, 0)
 	if n == s.queued {
