@@ -39,7 +39,8 @@ type Policy struct {
 	// SuspendedIdleTime turns on the suspended tier of idle capacity: a hot
 	// idle instance past IdleTime is suspended instead of deleted, and a
 	// suspended idle instance is deleted after SuspendedIdleTime. 0 disables
-	// the tier (idle instances are deleted after IdleTime). The tier needs a
+	// the tier (idle instances are deleted after IdleTime) unless TargetWait
+	// is set, which turns it on with a keep time of its own. The tier needs a
 	// provider with the suspend capability; without it the tier stays empty.
 	SuspendedIdleTime time.Duration
 	// SuspendedIdleCount is the least number of suspended idle instances

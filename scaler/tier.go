@@ -20,9 +20,22 @@ import (
 // They count against max_instances, but not against on-demand bookings
 // (they are capacity, not held by a job).
 
-// tierOn reports whether the suspended tier is in use under p.
+// tierOn reports whether the suspended tier is in use under p: asked for
+// with suspended_idle_time, or chosen by target_wait.
 func (s *Scaler) tierOn(p policy.Policy) bool {
-	return s.cfg.CanSuspend && p.SuspendedIdleTime > 0
+	return s.cfg.CanSuspend && (p.SuspendedIdleTime > 0 || p.TargetWait > 0)
+}
+
+// suspendedKeep is how long a suspended idle instance beyond the tier's
+// target is kept: suspended_idle_time, or under target_wait alone the time
+// in which it costs two boots (2 × boot time / suspended_cost, 20 minutes
+// at 60 s and 0.1): a surplus instance is likely needed again within that
+// (measured on the Travis week: shorter keeps trade boots for waits).
+func (s *Scaler) suspendedKeep(p policy.Policy) time.Duration {
+	if p.SuspendedIdleTime > 0 {
+		return p.SuspendedIdleTime
+	}
+	return time.Duration(2 * float64(s.bootEst) / s.cfg.SuspendedCost)
 }
 
 // setPooled moves in into or out of the tier.
@@ -108,7 +121,7 @@ func (s *Scaler) resumeFailed(in *instance, err error) {
 // first. Without the tier (a policy period turned it off) they go after
 // idle_time, like any idle instance.
 func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
-	keep := p.SuspendedIdleTime
+	keep := s.suspendedKeep(p)
 	if !s.tierOn(p) {
 		keep = p.IdleTime
 	}

@@ -39,8 +39,15 @@ job that cannot be booked waits in a queue, it does not fail.
 --policy picks what schedules the jobs: berth (the real core), naive-idle
 (docker+machine's IdleCount loop), late-acquire (GitLab's instance executor
 before bookings: capacity checked, job taken, instance acquired afterwards) or
-static (a fixed pool of --static-instances).`,
-		Example: `  berth bench --trace ../shared/traces/travis_2020-10-05_7d_jobs.csv --boot-time 60s --idle-count 5 --max-instances 300 --json
+static (a fixed pool of --static-instances).
+
+berth keeps a suspended tier of idle instances with --suspended-idle-time D
+(or --target-wait D, which sizes the hot and suspended pools from the arrival
+pattern it learns); --resume-time is the simulated resume, and utilization
+counts a suspended second at --suspended-cost. --svg FILE draws what the
+policy did over time.`,
+		Example: `  berth bench --trace ../shared/traces/travis_2020-10-05_7d_jobs.csv --boot-time 60s --resume-time 10s --suspended-cost 0.1 --target-wait 15s --max-instances 300 --svg week.svg
+  berth bench --trace ../shared/traces/travis_2020-10-05_7d_jobs.csv --boot-time 60s --idle-count 5 --max-instances 300 --json
   berth bench --trace ../shared/traces/google2011_2011-05-16_7d_jobs.csv --max-duration 3h --max-instances 1000 --policy naive-idle`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,6 +69,11 @@ static (a fixed pool of --static-instances).`,
 			var samples []bench.Sample
 			if svgFile != "" {
 				cfg.Timeline = func(s bench.Sample) { samples = append(samples, s) }
+			}
+			// --target-wait lets berth size the pools: unless told
+			// otherwise, no hot idle time beyond the floor.
+			if cfg.TargetWait > 0 && !cmd.Flags().Changed("idle-time") {
+				cfg.IdleTime = 0
 			}
 			if benchIsTerminal(os.Stderr) {
 				cfg.Progress = benchProgressBar(cmd.ErrOrStderr())
@@ -110,7 +122,7 @@ static (a fixed pool of --static-instances).`,
 	f.Float64Var(&cfg.SuspendedCost, "suspended-cost", 0.1, "cost of a suspended instance-second relative to a running one")
 	f.DurationVar(&cfg.SuspendedIdleTime, "suspended-idle-time", def.SuspendedIdleTime, "berth: suspend idle instances past --idle-time and delete them after this (0: no suspended tier)")
 	f.IntVar(&cfg.SuspendedIdleCount, "suspended-idle-count", def.SuspendedIdleCount, "berth: suspended idle instances kept at least")
-	f.DurationVar(&cfg.TargetWait, "target-wait", def.TargetWait, "berth: p95 wait to aim at; sizes hot and suspended pools from the arrival forecast")
+	f.DurationVar(&cfg.TargetWait, "target-wait", def.TargetWait, "berth: p95 wait to aim at; sizes hot and suspended pools from the arrival forecast (sets --idle-time 0s unless given)")
 	f.StringVar(&cfg.Policy, "policy", def.Policy, "berth|naive-idle|late-acquire|static")
 	f.IntVar(&cfg.StaticInstances, "static-instances", 0, "pool size for --policy static")
 	f.DurationVar(&cfg.AcquireTimeout, "acquire-timeout", def.AcquireTimeout, "how long a taken job may wait for its instance")
