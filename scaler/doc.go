@@ -51,7 +51,8 @@
 //   - I6 a suspended environment survives any number of restarts and crashes
 //     until it is resumed or expires.
 //   - I7 provisioned capacity never exceeds demand + idle target + what rate
-//     limits leave in flight.
+//     limits leave in flight; with the suspended tier, running plus pooled
+//     instances never exceed that plus the tier's target.
 //   - I8 every deletion has a recorded reason (Decrease.Reason, Gone.Reason).
 //
 // # Phases
@@ -61,6 +62,7 @@
 //	Increase ─▶ creating ─(running)─▶ booting ─(hook ok)─▶ ready
 //	            creating ─(running, no ready hook)──────────▶ ready
 //	ready ─(Suspend)─▶ suspend_wait ─(slots free)─▶ suspending ─▶ suspended
+//	ready ─(idle past idle_time, tier on)─▶ suspending ─▶ suspended (pooled)
 //	suspended ─(Resume)─▶ resuming ─(running)─▶ ready
 //	ready ─(max_use_count, environment expired)─▶ draining ─(slots free)─▶ deleting
 //	ready, suspended, creating, booting ─(idle, unclaimed, failure)─▶ deleting
@@ -78,7 +80,11 @@
 //     gone from the listing; it still counts against max_instances (I3).
 //   - suspend_wait: an environment is parked; other slots are finishing.
 //   - suspending, suspended, resuming: the provider's suspend cycle; such
-//     instances count only against max_instances.
+//     instances count only against max_instances. A suspending or
+//     suspended instance with no environment that the core keeps as idle
+//     capacity is "pooled" (the suspended tier, tier.go): it belongs to no
+//     job, is resumed for demand before anything boots, and a booking binds
+//     to it only once it is ready again.
 //
 // # Files
 //
@@ -86,5 +92,7 @@
 // instance.go the per-instance bookkeeping; booking.go Reserve, Acquire and
 // Release; suspend.go environments; lifecycle.go the results of provider
 // calls; observe.go listings; restore.go State, Restore and reconciliation;
-// tick.go the periodic work; scaling.go the sizing decision.
+// tick.go the periodic work; scaling.go the sizing decision; tier.go the
+// suspended tier of idle capacity and queued demand; forecast.go the arrival
+// model behind target_wait.
 package scaler
