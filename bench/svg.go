@@ -47,10 +47,11 @@ func WriteSVG(w io.Writer, samples []Sample, res Result) error {
 		name, color string
 		v           func(Sample) int
 	}{
-		{"demand (jobs)", "#000000", func(s Sample) int { return s.Demand }},
-		{"hot instances", "#d62728", func(s Sample) int { return s.Running }},
+		// Drawn in this order, so demand stays visible on top.
 		{"suspended", "#1f77b4", func(s Sample) int { return s.Suspended }},
 		{"booting", "#ff7f0e", func(s Sample) int { return s.Booting }},
+		{"hot instances", "#d62728", func(s Sample) int { return s.Running }},
+		{"demand (jobs)", "#000000", func(s Sample) int { return s.Demand }},
 	}
 	for i, se := range series {
 		var pts strings.Builder
