@@ -139,6 +139,11 @@ func (d *coreDriver) step() error {
 		s.Observe(d.listing)
 		d.nextPoll = r.now.Add(r.cfg.PollInterval)
 	}
+	if !d.late {
+		// Jobs that arrived since the last step are demand before the
+		// Tick decides what is idle, as the queue reports them on arrival.
+		s.Queued(r.queue.len())
+	}
 	tick := !r.now.Before(d.nextTick)
 	if tick {
 		s.Tick()

@@ -152,6 +152,15 @@ func (s *Scaler) scaleIn(idle []*instance, p policy.Policy) {
 	if excess <= 0 {
 		return
 	}
+	if s.tierOn(p) {
+		// Instances still booting are the tier's refills: they must not
+		// push a ready instance into the tier while demand (queued jobs
+		// about to be booked, in preemptive mode) needs it now.
+		excess = min(excess, s.byPhase[phaseReady]+s.byPhase[phaseResuming]-desired)
+		if excess <= 0 {
+			return
+		}
+	}
 	sort.SliceStable(idle, func(i, j int) bool { return idle[i].idleSince.Before(idle[j].idleSince) })
 	n := min(excess, len(idle))
 	if s.tierOn(p) {
