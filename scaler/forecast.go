@@ -1,6 +1,7 @@
 package scaler
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -44,6 +45,21 @@ type ArrivalModel struct {
 	// WeekSeen and DaySeen count how often each slot was observed.
 	WeekSeen []int `json:"week_seen"`
 	DaySeen  []int `json:"day_seen"`
+
+	// raw is the JSON of a snapshot, encoded once when it was taken: the
+	// model changes every 15 minutes but State is saved on every event.
+	raw []byte
+}
+
+// arrivalModelJSON is ArrivalModel without its MarshalJSON.
+type arrivalModelJSON ArrivalModel
+
+// MarshalJSON encodes the model, reusing the encoding of a snapshot.
+func (m *ArrivalModel) MarshalJSON() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	return json.Marshal((*arrivalModelJSON)(m))
 }
 
 // arrivals is the live model: the durable profile plus the slot and second
@@ -64,9 +80,10 @@ type arrivals struct {
 	recent   float64 // arrivals per second, exponentially weighted
 	releases float64 // jobs ending per second, exponentially weighted
 	recentAt time.Time
-	changed  bool // the durable profile changed since the last State
-	loaded   bool // a persisted model was loaded
-	folded   bool // a slot was folded into the profile
+	changed  bool          // the durable profile changed since the last State
+	loaded   bool          // a persisted model was loaded
+	snap     *ArrivalModel // the last snapshot, until the profile changes
+	folded   bool          // a slot was folded into the profile
 }
 
 func newArrivals() *arrivals {
@@ -95,15 +112,24 @@ func (a *arrivals) load(m *ArrivalModel) {
 	copy(a.m.DayBurst, m.DayBurst)
 	copy(a.m.DaySeen, m.DaySeen)
 	a.loaded = true
+	a.snap = nil
 }
 
+// snapshot returns the durable model. It is shared and immutable: the same
+// pointer comes back until the profile changes, so a store can tell that
+// it has nothing new to write.
 func (a *arrivals) snapshot() *ArrivalModel {
+	if a.snap != nil {
+		return a.snap
+	}
 	m := ArrivalModel{
 		WeekRate: append([]float64(nil), a.m.WeekRate...), WeekBurst: append([]float64(nil), a.m.WeekBurst...),
 		WeekSeen: append([]int(nil), a.m.WeekSeen...), DayRate: append([]float64(nil), a.m.DayRate...),
 		DayBurst: append([]float64(nil), a.m.DayBurst...), DaySeen: append([]int(nil), a.m.DaySeen...),
 	}
-	return &m
+	m.raw, _ = json.Marshal((*arrivalModelJSON)(&m)) // slices of numbers always encode
+	a.snap = &m
+	return a.snap
 }
 
 // coverShare is the share of arrivals a pool may leave uncovered: the p95
@@ -180,6 +206,7 @@ func (a *arrivals) roll(now time.Time) {
 		a.coverN, a.coverV = 0, 0
 		a.changed = true
 		a.folded = true
+		a.snap = nil
 	}
 }
 

@@ -56,6 +56,9 @@ type Bolt struct {
 	db   *bolt.DB
 	path string
 	id   string
+	// lastArrivals is the arrival model written last; the core hands the
+	// same pointer until the model changes.
+	lastArrivals *scaler.ArrivalModel
 }
 
 // Open opens or creates the state file at path. An unreadable or corrupt
@@ -179,6 +182,7 @@ func each(tx *bolt.Tx, name []byte, fn func(v []byte) error) error {
 
 // Save replaces the saved state in one transaction.
 func (b *Bolt) Save(st scaler.State) error {
+	var saved *scaler.ArrivalModel
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		pending, err := json.Marshal(st.Pending)
@@ -188,7 +192,9 @@ func (b *Bolt) Save(st scaler.State) error {
 		if err := meta.Put(keyPending, pending); err != nil {
 			return err
 		}
-		if st.Arrivals != nil {
+		// The arrival model changes every 15 minutes, the state on every
+		// event: write it only when the core handed over a new snapshot.
+		if st.Arrivals != nil && st.Arrivals != b.lastArrivals {
 			arr, err := json.Marshal(st.Arrivals)
 			if err != nil {
 				return err
@@ -196,6 +202,7 @@ func (b *Bolt) Save(st scaler.State) error {
 			if err := meta.Put(keyArrivals, arr); err != nil {
 				return err
 			}
+			saved = st.Arrivals
 		}
 		if err := meta.Put(keySaved, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 			return err
@@ -216,6 +223,9 @@ func (b *Bolt) Save(st scaler.State) error {
 	})
 	if err != nil {
 		return fmt.Errorf("save state to %s: %w (is the disk full?)", b.path, err)
+	}
+	if saved != nil {
+		b.lastArrivals = saved
 	}
 	return nil
 }
