@@ -277,6 +277,10 @@ func (c *Config) checkPeriod(k *checker, pp string, per policy.Period, slots int
 				"set idle_count to 1 or more, or preemptive_mode = false to start instances on demand "+
 				"(the built-in queue alone works with idle_count = 0: its queued jobs start instances)")
 	}
+	if pol.SuspendedIdleCount > 0 && pol.SuspendedIdleTime == 0 && pol.TargetWait == 0 {
+		k.warn(pp+".suspended_idle_count", pol.SuspendedIdleCount,
+			"has no effect without the suspended tier; set suspended_idle_time (or target_wait) to keep suspended idle instances")
+	}
 	if pol.ScaleFactor > 0 && pol.ScaleFactorLimit == 0 {
 		k.warn(pp+".scale_factor", pol.ScaleFactor,
 			"has no effect while scale_factor_limit = 0 (the idle target is min(scale_factor × in use, scale_factor_limit)); set scale_factor_limit")
