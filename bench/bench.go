@@ -25,6 +25,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/provider/sim"
 )
 
@@ -71,6 +72,18 @@ type Config struct {
 	// Preemptive books only idle slots on ready instances; otherwise
 	// (on-demand) a booking starts provisioning.
 	Preemptive bool
+	// ResumeTime is how long a suspended instance takes to run again
+	// (the simulated cloud's resume latency).
+	ResumeTime time.Duration
+	// SuspendedCost is what a suspended instance-second costs relative to
+	// a running one, in Utilization and in berth's sizing (default 0.1).
+	SuspendedCost float64
+	// SuspendedIdleTime turns on berth's suspended tier: idle instances
+	// past IdleTime are suspended, and deleted after this. SuspendedIdleCount
+	// is the tier's floor. TargetWait is berth's target_wait (p95).
+	SuspendedIdleTime  time.Duration
+	SuspendedIdleCount int
+	TargetWait         time.Duration
 	// StaticInstances is the pool size of the static policy.
 	StaticInstances int
 	// AcquireTimeout is how long a taken job may wait for its instance
@@ -95,6 +108,27 @@ type Config struct {
 	// Progress, if set, is called now and then with the jobs finished so
 	// far and the total, for a progress bar.
 	Progress func(finished, total int)
+	// Timeline, if set, receives one Sample per SampleEvery of virtual time
+	// (default 1m), for a picture of what the policy did.
+	Timeline    func(Sample)
+	SampleEvery time.Duration
+}
+
+// Sample is the state of a replay at one moment, for the SVG picture.
+type Sample struct {
+	At time.Time
+	// Demand is jobs that arrived and have not finished (queued or running).
+	Demand int
+	// Running, Booting and Suspended count instances in the cloud by state
+	// (Running includes resuming and hot idle ones).
+	Running   int
+	Booting   int
+	Suspended int
+	// Busy is jobs running.
+	Busy int
+	// MaxWait is the longest wait of a job that started since the last
+	// sample, in seconds.
+	MaxWait float64
 }
 
 // DefaultConfig returns the defaults of `berth bench`: boot time 60s,
@@ -133,6 +167,12 @@ func (c *Config) setDefaults() {
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = 10 * time.Second
 	}
+	if c.SuspendedCost <= 0 {
+		c.SuspendedCost = 0.1
+	}
+	if c.SampleEvery <= 0 {
+		c.SampleEvery = time.Minute
+	}
 }
 
 func (c *Config) validate() error {
@@ -148,8 +188,14 @@ func (c *Config) validate() error {
 	if c.IdleCount < 0 || c.ScaleFactor < 0 || c.ScaleFactorLimit < 0 || c.IdleTime < 0 {
 		return errors.New("idle count, idle time, scale factor and its limit must not be negative")
 	}
-	if c.BootTime < 0 || c.BootJitter < 0 || c.ListingLag < 0 {
-		return errors.New("boot time, boot jitter and listing lag must not be negative")
+	if c.BootTime < 0 || c.BootJitter < 0 || c.ListingLag < 0 || c.ResumeTime < 0 {
+		return errors.New("boot time, boot jitter, listing lag and resume time must not be negative")
+	}
+	if c.SuspendedIdleTime < 0 || c.SuspendedIdleCount < 0 || c.TargetWait < 0 {
+		return errors.New("suspended idle time, suspended idle count and target wait must not be negative")
+	}
+	if c.SuspendedCost > 1 {
+		return fmt.Errorf("suspended cost %g is above 1; it is the cost of a suspended second relative to a running one", c.SuspendedCost)
 	}
 	return nil
 }
@@ -174,6 +220,11 @@ type Result struct {
 	ScaleFactorLimit    int     `json:"scale_factor_limit"`
 	Preemptive          bool    `json:"preemptive"`
 	StaticInstances     int     `json:"static_instances,omitempty"`
+	ResumeTimeS         float64 `json:"resume_time_s"`
+	SuspendedCost       float64 `json:"suspended_cost"`
+	SuspendedIdleTimeS  float64 `json:"suspended_idle_time_s"`
+	SuspendedIdleCount  int     `json:"suspended_idle_count"`
+	TargetWaitS         float64 `json:"target_wait_s"`
 	AcquireTimeoutS     float64 `json:"acquire_timeout_s"`
 	Seed                uint64  `json:"seed"`
 
@@ -195,10 +246,18 @@ type Result struct {
 	// InstanceSeconds is what the simulated cloud billed, from each
 	// Increase to each deletion, up to the end of the replay.
 	InstanceSeconds float64 `json:"instance_seconds"`
+	// SuspendedInstanceSeconds is the part of InstanceSeconds spent
+	// suspended.
+	SuspendedInstanceSeconds float64 `json:"suspended_instance_seconds"`
 	// BusySlotSeconds is the total run time of jobs.
 	BusySlotSeconds float64 `json:"busy_slot_seconds"`
-	// Utilization is BusySlotSeconds / (InstanceSeconds × capacity).
+	// Utilization is BusySlotSeconds / (cost × capacity), where cost counts
+	// a running instance-second as 1 and a suspended one as SuspendedCost.
 	Utilization float64 `json:"utilization"`
+	// Boots counts instances created; Resumes counts suspended instances
+	// resumed.
+	Boots   int `json:"boots"`
+	Resumes int `json:"resumes"`
 	// PeakInstances is the most instances alive in the cloud at once,
 	// including unlisted and deleting ones.
 	PeakInstances int `json:"peak_instances"`
@@ -307,6 +366,9 @@ type runner struct {
 	reasons        map[string]int
 	peak           int
 	exceeded       int
+
+	nextSample time.Time
+	waitSince  float64 // longest wait since the last Sample
 }
 
 func newRunner(jobs []Job, start time.Time, cfg Config) *runner {
@@ -324,6 +386,8 @@ func newRunner(jobs []Job, start time.Time, cfg Config) *runner {
 	}
 	cc := cfg.Cloud
 	cc.BootTime, cc.BootJitter, cc.ListingLag, cc.Seed = cfg.BootTime, cfg.BootJitter, cfg.ListingLag, cfg.Seed
+	// Every policy sees a cloud that can suspend; only berth's tier uses it.
+	cc.SupportsSuspend, cc.ResumeLatency = true, cfg.ResumeTime
 	r.cloud = sim.New(cc, func() time.Time { return r.now })
 	return r
 }
@@ -400,12 +464,37 @@ func (r *runner) loop(d driver) error {
 	return nil
 }
 
-// sample records the cloud's size at this event (I3, docs/invariants.md).
+// sample records the cloud's size at this event (I3, docs/invariants.md),
+// and hands the timeline its samples up to now: the state is constant
+// between events.
 func (r *runner) sample() {
 	live := r.cloud.Live()
 	r.peak = max(r.peak, live)
 	if live > r.cfg.MaxInstances {
 		r.exceeded++
+	}
+	if r.cfg.Timeline == nil {
+		return
+	}
+	if r.nextSample.IsZero() {
+		r.nextSample = r.start
+	}
+	for !r.nextSample.After(r.now) {
+		sm := Sample{At: r.nextSample, Demand: r.next - r.completed - r.failedCapacity - r.failedProvider,
+			Busy: len(r.ends), MaxWait: r.waitSince}
+		for _, in := range r.cloud.Instances() {
+			switch in.State {
+			case provider.StateCreating:
+				sm.Booting++
+			case provider.StateSuspended, provider.StateSuspending:
+				sm.Suspended++
+			case provider.StateRunning, provider.StateResuming:
+				sm.Running++
+			}
+		}
+		r.cfg.Timeline(sm)
+		r.waitSince = 0
+		r.nextSample = r.nextSample.Add(r.cfg.SampleEvery)
 	}
 }
 
@@ -413,7 +502,9 @@ func (r *runner) sample() {
 func (r *runner) run(j int) {
 	r.status[j] = stRunning
 	r.began[j] = r.now
-	r.waits = append(r.waits, r.now.Sub(r.jobs[j].Arrival).Seconds())
+	w := r.now.Sub(r.jobs[j].Arrival).Seconds()
+	r.waits = append(r.waits, w)
+	r.waitSince = max(r.waitSince, w)
 	r.ends.push(endAt{at: r.now.Add(r.jobs[j].Duration), job: j})
 }
 
@@ -446,6 +537,11 @@ func (r *runner) result() Result {
 		ScaleFactor:         c.ScaleFactor,
 		ScaleFactorLimit:    c.ScaleFactorLimit,
 		Preemptive:          c.Preemptive,
+		ResumeTimeS:         c.ResumeTime.Seconds(),
+		SuspendedCost:       c.SuspendedCost,
+		SuspendedIdleTimeS:  c.SuspendedIdleTime.Seconds(),
+		SuspendedIdleCount:  c.SuspendedIdleCount,
+		TargetWaitS:         c.TargetWait.Seconds(),
 		AcquireTimeoutS:     c.AcquireTimeout.Seconds(),
 		Seed:                c.Seed,
 
@@ -470,13 +566,17 @@ func (r *runner) result() Result {
 	}
 	st := r.cloud.Stats()
 	res.InstanceSeconds = r.cloud.BilledSeconds(r.now)
+	res.SuspendedInstanceSeconds = r.cloud.SuspendedSeconds(r.now)
+	res.Boots = st.Created
+	res.Resumes = st.Calls.Resume
 	res.InstancesCreated = st.Created
 	res.InstancesDeleted = st.Deleted
 	res.PeakInstances = max(res.PeakInstances, st.Peak)
 	k := st.Calls
 	res.ProviderCalls = k.Increase + k.Decrease + k.Update + k.Suspend + k.Resume + k.Heartbeat + k.ConnectInfo
-	if res.InstanceSeconds > 0 {
-		res.Utilization = res.BusySlotSeconds / (res.InstanceSeconds * float64(c.CapacityPerInstance))
+	cost := res.InstanceSeconds - res.SuspendedInstanceSeconds + c.SuspendedCost*res.SuspendedInstanceSeconds
+	if cost > 0 {
+		res.Utilization = res.BusySlotSeconds / (cost * float64(c.CapacityPerInstance))
 	}
 	if len(r.reasons) > 0 {
 		res.FailureReasons = r.reasons

@@ -61,16 +61,28 @@ type acqWait struct {
 
 func newCoreDriver(r *runner, late bool) *coreDriver {
 	c := r.cfg
+	// The suspended tier and the wait target are berth's own; late-acquire
+	// keeps today's pool so that it measures only where the capacity check
+	// happens.
+	tierIdle, target := c.SuspendedIdleTime, c.TargetWait
+	if late {
+		tierIdle, target = 0, 0
+	}
 	cfg := scaler.Config{
 		CapacityPerInstance: c.CapacityPerInstance,
 		MaxInstances:        c.MaxInstances,
 		Policies: scaler.FixedPolicy(policy.Policy{
-			IdleCount:        c.IdleCount,
-			IdleTime:         c.IdleTime,
-			ScaleFactor:      c.ScaleFactor,
-			ScaleFactorLimit: c.ScaleFactorLimit,
-			Preemptive:       c.Preemptive,
+			IdleCount:          c.IdleCount,
+			IdleTime:           c.IdleTime,
+			ScaleFactor:        c.ScaleFactor,
+			ScaleFactorLimit:   c.ScaleFactorLimit,
+			Preemptive:         c.Preemptive,
+			SuspendedIdleTime:  tierIdle,
+			SuspendedIdleCount: c.SuspendedIdleCount,
+			TargetWait:         target,
 		}),
+		CanSuspend:    true,
+		SuspendedCost: c.SuspendedCost,
 		// The core's ready timeout matches the acquire timeout, as with the
 		// daemon's instance_acquire_timeout.
 		ReadyTimeout: c.AcquireTimeout,
@@ -127,6 +139,11 @@ func (d *coreDriver) step() error {
 		s.Observe(d.listing)
 		d.nextPoll = r.now.Add(r.cfg.PollInterval)
 	}
+	if !d.late {
+		// Jobs that arrived since the last step are demand before the
+		// Tick decides what is idle, as the queue reports them on arrival.
+		s.Queued(r.queue.len())
+	}
 	tick := !r.now.Before(d.nextTick)
 	if tick {
 		s.Tick()
@@ -169,6 +186,9 @@ func (d *coreDriver) step() error {
 				return err
 			}
 		}
+		// Jobs still queued are demand the job source knows (Queued):
+		// in preemptive mode they start instances even with idle_count 0.
+		s.Queued(r.queue.len())
 	}
 	if err := d.drain(); err != nil {
 		return err
@@ -338,9 +358,11 @@ func (d *coreDriver) drain() error {
 			case scaler.RunReadyHook:
 				s.HookResult(a.ID, nil)
 			case scaler.Suspend:
-				s.SuspendResult(a.ID, errors.New("bench: suspend is not used"))
+				_, err := r.cloud.Suspend(r.ctx, []string{a.ID})
+				s.SuspendResult(a.ID, err)
 			case scaler.Resume:
-				s.ResumeResult(a.ID, errors.New("bench: resume is not used"))
+				_, err := r.cloud.Resume(r.ctx, []string{a.ID})
+				s.ResumeResult(a.ID, err)
 			}
 		}
 	}

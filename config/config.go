@@ -181,6 +181,10 @@ type Autoscaler struct {
 	FailureThreshold int
 	// ScaleThrottle rate-limits scale-up.
 	ScaleThrottle ScaleThrottle
+	// SuspendedCost is what a suspended instance costs per second relative
+	// to a running one (0..1); target_wait sizing weighs the hot and the
+	// suspended pool by it. 0 means the default, 0.1.
+	SuspendedCost float64
 	// Policies are the [[autoscaler.policy]] periods in file order (last
 	// match wins). With none in the file (or an empty array), one default
 	// period applies: DefaultPolicyPeriod.

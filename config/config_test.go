@@ -193,6 +193,12 @@ func TestGoodConfigs(t *testing.T) {
 				t.Errorf("%+v", p)
 			}
 		}},
+		{"preemptive, no idle pool, built-in queue only", "[[autoscaler.policy]]\nidle_count = 0\ntarget_wait = \"15s\"\nsuspended_idle_time = \"30m\"\n", func(t *testing.T, c *Config) {
+			// The queue reports its queued jobs as demand, so this starts instances.
+			if p := c.Autoscaler.Policies[0].Policy; p.IdleCount != 0 || !p.Preemptive || p.TargetWait != 15*time.Second || p.SuspendedIdleTime != 30*time.Minute {
+				t.Errorf("%+v", p)
+			}
+		}},
 		{"heartbeats off, big capacity", "[autoscaler]\nheartbeat_interval = \"0s\"\ncapacity_per_instance = 4\nmax_use_count = 100\nunknown_instances = \"delete\"\n", func(t *testing.T, c *Config) {
 			a := c.Autoscaler
 			if a.HeartbeatInterval != 0 || a.CapacityPerInstance != 4 || a.MaxUseCount != 100 || a.UnknownInstances != "delete" {
@@ -298,7 +304,7 @@ func TestBadConfigs(t *testing.T) {
 		{"TZ prefix", "[[autoscaler.policy]]\nperiods = [\"TZ=Europe/Berlin\"]\n", "autoscaler.policy[0].periods[0]", 2, "timezone"},
 		{"empty periods", "[[autoscaler.policy]]\nperiods = []\n", "autoscaler.policy[0].periods", 2, "no cron"},
 		{"unknown timezone", "[[autoscaler.policy]]\ntimezone = \"Europe/Berlín\"\n", "autoscaler.policy[0].timezone", 2, "unknown time zone"},
-		{"preemptive without idle", "[[autoscaler.policy]]\nperiods = [\"* * * * *\"]\nidle_count = 0\nscale_factor = 0.0\n", "autoscaler.policy[0].idle_count", 3, "preemptive_mode = false"},
+		{"preemptive without idle with gitlab", gitlab + "url = \"https://gitlab.com\"\ntoken = \"t\"\n[[autoscaler.policy]]\nperiods = [\"* * * * *\"]\nidle_count = 0\nscale_factor = 0.0\n", "autoscaler.policy[0].idle_count", 7, "preemptive_mode = false"},
 		{"listen without port", "listen = \"localhost\"\n", "listen", 1, "host:port"},
 		{"listen beyond loopback in clear text", "listen = \"0.0.0.0:8765\"\n", "listen", 1, "insecure_listen = true"},
 		{"listen on every interface", "\nlisten = \":8765\"\n", "listen", 2, "tls_cert_file"},

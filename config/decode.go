@@ -408,6 +408,7 @@ func (d *decoder) autoscaler(t *table, a *Autoscaler) {
 	t.duration("environment_ttl", &a.EnvironmentTTL)
 	t.duration("heartbeat_interval", &a.HeartbeatInterval)
 	t.int("failure_threshold", &a.FailureThreshold)
+	t.float("suspended_cost", &a.SuspendedCost)
 	if st := t.sub("scale_throttle"); st != nil {
 		st.float("limit", &a.ScaleThrottle.Limit)
 		st.int("burst", &a.ScaleThrottle.Burst)
@@ -432,6 +433,9 @@ func (d *decoder) period(t *table) policy.Period {
 	t.float("scale_factor", &p.Policy.ScaleFactor)
 	t.int("scale_factor_limit", &p.Policy.ScaleFactorLimit)
 	t.bool("preemptive_mode", &p.Policy.Preemptive)
+	t.duration("suspended_idle_time", &p.Policy.SuspendedIdleTime)
+	t.int("suspended_idle_count", &p.Policy.SuspendedIdleCount)
+	t.duration("target_wait", &p.Policy.TargetWait)
 	t.finish()
 	return p
 }

@@ -216,6 +216,9 @@ func (c *Config) checkAutoscaler(k *checker) {
 	if a.HeartbeatInterval < 0 {
 		k.fail(p+"heartbeat_interval", a.HeartbeatInterval, `must be "0s" (no heartbeats) or positive, e.g. "30s"`)
 	}
+	if !(a.SuspendedCost >= 0 && a.SuspendedCost <= 1) {
+		k.fail(p+"suspended_cost", a.SuspendedCost, "must be between 0 and 1: the cost of a suspended second relative to a running one (0 = the default 0.1)")
+	}
 	if a.FailureThreshold < 1 {
 		k.fail(p+"failure_threshold", a.FailureThreshold, "must be at least 1")
 	}
@@ -235,6 +238,17 @@ func (c *Config) checkAutoscaler(k *checker) {
 	for i, per := range a.Policies {
 		c.checkPeriod(k, c.policyPath(i), per, slots)
 	}
+}
+
+// queueOnly reports whether every job source is the built-in queue, whose
+// queued jobs count as demand.
+func (c *Config) queueOnly() bool {
+	for _, s := range c.Sources {
+		if s.Kind != SourceQueue {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Config) checkPeriod(k *checker, pp string, per policy.Period, slots int) {
@@ -260,14 +274,20 @@ func (c *Config) checkPeriod(k *checker, pp string, per policy.Period, slots int
 	}
 	pol := per.Policy
 	// In preemptive mode a job is booked only against an idle slot on a ready
-	// instance. With idle_count = 0 nothing ever starts an instance from an
-	// empty fleet (scale_factor multiplies slots already in use, which stay
-	// 0), so jobs would wait for ever. That is a deadlock, not a preference:
-	// reject it rather than warn.
-	if pol.Preemptive && pol.IdleCount == 0 {
+	// instance. With idle_count = 0 nothing but known demand starts an
+	// instance from an empty fleet (scale_factor multiplies slots already in
+	// use, which stay 0). The built-in queue reports its queued jobs as
+	// demand; a GitLab source cannot, so its jobs would wait for ever. That
+	// is a deadlock, not a preference: reject it rather than warn.
+	if pol.Preemptive && pol.IdleCount == 0 && !c.queueOnly() {
 		k.fail(pp+".idle_count", 0,
-			"with preemptive_mode = true no instance would ever start and jobs would wait for ever; "+
-				"set idle_count to 1 or more, or preemptive_mode = false to start instances on demand")
+			"with preemptive_mode = true and a GitLab source no instance would ever start and its jobs would wait for ever; "+
+				"set idle_count to 1 or more, or preemptive_mode = false to start instances on demand "+
+				"(the built-in queue alone works with idle_count = 0: its queued jobs start instances)")
+	}
+	if pol.SuspendedIdleCount > 0 && pol.SuspendedIdleTime == 0 && pol.TargetWait == 0 {
+		k.warn(pp+".suspended_idle_count", pol.SuspendedIdleCount,
+			"has no effect without the suspended tier; set suspended_idle_time (or target_wait) to keep suspended idle instances")
 	}
 	if pol.ScaleFactor > 0 && pol.ScaleFactorLimit == 0 {
 		k.warn(pp+".scale_factor", pol.ScaleFactor,
@@ -298,6 +318,12 @@ func periodValue(per policy.Period, field string, item int) any {
 		return per.Policy.ScaleFactor
 	case "scale_factor_limit":
 		return per.Policy.ScaleFactorLimit
+	case "suspended_idle_time":
+		return per.Policy.SuspendedIdleTime
+	case "suspended_idle_count":
+		return per.Policy.SuspendedIdleCount
+	case "target_wait":
+		return per.Policy.TargetWait
 	}
 	return nil
 }

@@ -247,7 +247,12 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 	case scaler.Gone:
 		f.log.Info("instance gone", "id", a.ID, "reason", a.Reason, "lifetime", a.Lifetime.Round(time.Second))
 	case scaler.Scaled:
-		f.log.Info("scale "+a.Direction, "in_use", a.InUse, "idle_target", a.IdleSlots, "have", a.Have, "want", a.Want, "n", a.N)
+		f.log.Info("scale "+a.Direction, "in_use", a.InUse, "idle_target", a.IdleSlots, "have", a.Have, "want", a.Want, "n", a.N,
+			"suspended", a.Suspended, "suspended_target", a.SuspendedTarget)
+	case scaler.Sized:
+		f.log.Info("pools sized for target_wait", "hot", a.Hot, "suspended", a.Suspended, "tier", a.Tier,
+			"forecast_rate_per_s", a.Rate, "forecast_burst", a.Burst, "forecast_from", a.Source,
+			"boot_time", a.BootTime.Round(time.Second), "resume_time", a.ResumeTime.Round(time.Second), "target_wait", a.TargetWait)
 	}
 }
 
@@ -350,6 +355,12 @@ func (f *Fleet) Changed() <-chan struct{} {
 func (f *Fleet) Reserve(key string) (err error) {
 	f.do(func(c *scaler.Scaler) { err = c.Reserve(key) })
 	return err
+}
+
+// Queued reports how many jobs wait in the job source with no booking; see
+// scaler.Scaler.Queued.
+func (f *Fleet) Queued(n int) {
+	f.do(func(c *scaler.Scaler) { c.Queued(n) })
 }
 
 // Unreserve gives a booking back; see scaler.Scaler.Unreserve.

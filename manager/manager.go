@@ -142,6 +142,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		EnvTTL:              as.EnvironmentTTL,
 		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
 		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
+		SuspendedCost:       as.SuspendedCost,
 	}
 	warnIsolatedGitLab(cfg, log)
 	if m.info.MaxSize > 0 && coreCfg.MaxInstances > m.info.MaxSize {
@@ -352,6 +353,7 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			if !errors.Is(err, scaler.ErrNoCapacity) {
 				m.log.Error("reserve failed", "err", err)
 			}
+			m.reportQueued(src)
 			select { // wait for capacity to change; the ticker bounds the wait
 			case <-changed:
 			case <-time.After(5 * time.Second):
@@ -373,12 +375,31 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			}
 			continue
 		}
+		m.reportQueued(src)
 		m.jobs.Add(1)
 		go func() {
 			defer m.jobs.Done()
 			m.runJob(jobCtx, key, job)
 		}()
 	}
+}
+
+// reportQueued tells the core how many jobs wait in the built-in queue with
+// no booking: demand it must start instances for even in preemptive mode,
+// where a job loop can book only idle slots. It runs when a booking was
+// refused and after a job was taken (the queue then holds one less). Other
+// sources cannot say.
+func (m *Manager) reportQueued(src jobsource.Source) {
+	q, ok := src.(*queue.Queue)
+	if !ok {
+		return
+	}
+	n, err := q.Len()
+	if err != nil {
+		m.log.Warn("count queued jobs", "err", err)
+		return
+	}
+	m.fleet.Queued(n)
 }
 
 // envState is the opaque state saved with a parked environment.

@@ -36,6 +36,21 @@ type Policy struct {
 	// Preemptive means a job is booked only against an idle slot on a ready
 	// instance; when false, booking starts provisioning (on-demand mode).
 	Preemptive bool
+	// SuspendedIdleTime turns on the suspended tier of idle capacity: a hot
+	// idle instance past IdleTime is suspended instead of deleted, and a
+	// suspended idle instance is deleted after SuspendedIdleTime. 0 disables
+	// the tier (idle instances are deleted after IdleTime) unless TargetWait
+	// is set, which turns it on with a keep time of its own. The tier needs a
+	// provider with the suspend capability; without it the tier stays empty.
+	SuspendedIdleTime time.Duration
+	// SuspendedIdleCount is the least number of suspended idle instances
+	// kept (in instances, not slots), a floor under what TargetWait chooses.
+	SuspendedIdleCount int
+	// TargetWait is the p95 wait for a slot the scaler aims at: it sizes the
+	// hot and suspended pools from the learned arrival pattern at least cost
+	// (see scaler's sizing). 0 leaves the pools at their floors
+	// (IdleCount, SuspendedIdleCount).
+	TargetWait time.Duration
 }
 
 // Period is a Policy together with when it applies.
@@ -166,6 +181,15 @@ func compile(p Period) (compiled, error) {
 	}
 	if pol.ScaleFactorLimit < 0 {
 		add("scale_factor_limit", -1, fmt.Sprint(pol.ScaleFactorLimit), errors.New("must be 0 or more"))
+	}
+	if pol.SuspendedIdleTime < 0 {
+		add("suspended_idle_time", -1, fmt.Sprintf("%q", pol.SuspendedIdleTime.String()), errors.New("must not be negative"))
+	}
+	if pol.SuspendedIdleCount < 0 {
+		add("suspended_idle_count", -1, fmt.Sprint(pol.SuspendedIdleCount), errors.New("must be 0 or more"))
+	}
+	if pol.TargetWait < 0 {
+		add("target_wait", -1, fmt.Sprintf("%q", pol.TargetWait.String()), errors.New("must not be negative"))
 	}
 	return c, errors.Join(errs...)
 }

@@ -270,6 +270,9 @@ func TestNewScheduleErrors(t *testing.T) {
 		{"negative idle time", Period{Periods: []string{"* * * * *"}, Policy: Policy{IdleTime: -time.Second}}, "idle_time", "negative"},
 		{"negative factor", Period{Periods: []string{"* * * * *"}, Policy: Policy{ScaleFactor: -0.5}}, "scale_factor", "0 or more"},
 		{"negative limit", Period{Periods: []string{"* * * * *"}, Policy: Policy{ScaleFactorLimit: -1}}, "scale_factor_limit", "0 or more"},
+		{"negative suspended idle time", Period{Periods: []string{"* * * * *"}, Policy: Policy{SuspendedIdleTime: -time.Second}}, "suspended_idle_time", "negative"},
+		{"negative suspended count", Period{Periods: []string{"* * * * *"}, Policy: Policy{SuspendedIdleCount: -1}}, "suspended_idle_count", "0 or more"},
+		{"negative target wait", Period{Periods: []string{"* * * * *"}, Policy: Policy{TargetWait: -time.Second}}, "target_wait", "negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -69,13 +69,20 @@ type InstanceReady struct {
 }
 
 // Scaled reports a scaling decision with the numbers behind it, for logs.
+// Have and Want count running (and soon running) instances, plus with the
+// suspended tier the pooled ones and the tier's target.
 type Scaled struct {
-	Direction string // "up" or "in"
+	Direction string // "up", "in", "resume" or "suspend"
 	InUse     int
 	IdleSlots int
 	Have      int
 	Want      int
 	N         int
+	// Suspended and SuspendedTarget are the tier's size and target.
+	Suspended       int
+	SuspendedTarget int
+	// Tier marks a decision about the suspended tier.
+	Tier bool
 }
 
 func (Increase) isAction()      {}
@@ -109,4 +116,29 @@ const (
 	ReasonSuspendFailed     Reason = "suspend_failed"
 	ReasonShutdown          Reason = "shutdown"
 	ReasonRemovedByProvider Reason = "removed_by_provider"
+	ReasonSuspendedIdle     Reason = "suspended_idle_timeout"
+	ReasonResumeFailed      Reason = "resume_failed"
 )
+
+// Sized reports a target_wait sizing decision with the forecast behind it:
+// how many hot idle slots and suspended idle instances the core keeps, and
+// why. It is emitted when the sizes change, for one log line per decision.
+type Sized struct {
+	// Hot is idle slots kept ready; Suspended is idle instances kept suspended.
+	Hot       int
+	Suspended int
+	// Rate (arrivals per second) and Burst (arrivals within one second) are
+	// the forecast for the next boot time; Source says where they come from.
+	Rate   float64
+	Burst  float64
+	Source string
+	// BootTime and ResumeTime are the measured (or assumed) times.
+	BootTime   time.Duration
+	ResumeTime time.Duration
+	// TargetWait is the policy's target; Tier tells whether the suspended
+	// tier can meet it (resume time within the target, cheaper than hot).
+	TargetWait time.Duration
+	Tier       bool
+}
+
+func (Sized) isAction() {}

@@ -17,14 +17,17 @@ type Recount struct {
 	// waiting for a "current" instance, and unbound ones.
 	InUse int
 	// Have counts creating, booting, ready, resuming and restored instances
-	// plus requested-but-unlisted ones.
+	// plus requested-but-unlisted ones, plus the suspended idle tier.
 	Have int
 	// IdleTarget is the active policy's idle slots for InUse.
 	IdleTarget int
-	// Desired is ceil((InUse+IdleTarget)/capacity).
+	// Desired is ceil((InUse+IdleTarget)/capacity) plus the tier's target.
 	Desired int
 	// Total counts every instance plus pending requests.
 	Total int
+	// Pooled counts instances of the suspended idle tier; PoolTarget is
+	// the tier's target.
+	Pooled, PoolTarget int
 }
 
 // RecountForTest recomputes the scaling inputs without the incremental counters.
@@ -44,8 +47,39 @@ func (s *Scaler) RecountForTest() Recount {
 		rc.InUse++
 	}
 	_, rc.IdleTarget = s.demand(s.policy())
+	rc.InUse += s.queued
 	rc.Desired = ceilDiv(rc.InUse+rc.IdleTarget, s.cfg.CapacityPerInstance)
+	// The suspended tier: pooled instances count as had, its target as
+	// desired (I7 with the tier).
+	for _, in := range s.instances {
+		if in.pooled {
+			rc.Have++
+			rc.Pooled++
+		}
+	}
+	rc.PoolTarget = s.poolTarget(s.policy())
+	rc.Desired += rc.PoolTarget
 	return rc
+}
+
+// PooledForTest describes every instance of the suspended idle tier: its
+// phase and whether it holds an environment or a booking (it never may).
+func (s *Scaler) PooledForTest() map[string]string {
+	out := map[string]string{}
+	for id, in := range s.instances {
+		if !in.pooled {
+			continue
+		}
+		d := in.phase.String()
+		if in.env != nil {
+			d += " env=" + in.env.key
+		}
+		if in.used > 0 {
+			d += fmt.Sprintf(" used=%d", in.used)
+		}
+		out[id] = d
+	}
+	return out
 }
 
 // HeldSlotsForTest returns, per instance ID, a description of every slot held

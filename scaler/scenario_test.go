@@ -156,7 +156,25 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 		}
 	case "why":
 		fmt.Fprintf(&b, "%s\n", h.s.Why(pos[0]))
+	case "queued":
+		n, err := strconv.Atoi(pos[0])
+		if err != nil {
+			return "", err
+		}
+		h.s.Queued(n)
 	case "release":
+		if prefix, ok := args["prefix"]; ok {
+			// release prefix=j n=30 ends the jobs j1..j30.
+			n, _ := strconv.Atoi(args["n"])
+			released := 0
+			for i := 1; i <= n; i++ {
+				if h.s.Release(fmt.Sprintf("%s%d", prefix, i)) == nil {
+					released++
+				}
+			}
+			fmt.Fprintf(&b, "released %d\n", released)
+			break
+		}
 		for _, k := range pos {
 			fmt.Fprintf(&b, "%s: %s\n", k, errOr(h.s.Release(k), "released"))
 		}
@@ -334,7 +352,14 @@ func fmtAction(a scaler.Action) string {
 	case scaler.Gone:
 		return fmt.Sprintf("> gone %s (%s) after %s", a.ID, a.Reason, a.Lifetime)
 	case scaler.Scaled:
-		return fmt.Sprintf("> scaled %s: in_use=%d idle_slots=%d have=%d want=%d n=%d", a.Direction, a.InUse, a.IdleSlots, a.Have, a.Want, a.N)
+		s := fmt.Sprintf("> scaled %s: in_use=%d idle_slots=%d have=%d want=%d n=%d", a.Direction, a.InUse, a.IdleSlots, a.Have, a.Want, a.N)
+		if a.Tier {
+			s += fmt.Sprintf(" suspended=%d/%d", a.Suspended, a.SuspendedTarget)
+		}
+		return s
+	case scaler.Sized:
+		return fmt.Sprintf("> sized hot=%d suspended=%d tier=%v (rate=%.3f/s burst=%.0f from %s; boot %s, resume %s, target %s)",
+			a.Hot, a.Suspended, a.Tier, a.Rate, a.Burst, a.Source, a.BootTime, a.ResumeTime, a.TargetWait)
 	case scaler.InstanceReady:
 		return fmt.Sprintf("> ready %s after %s", a.ID, a.After)
 	}
@@ -397,7 +422,9 @@ func (h *harness) show(b *strings.Builder) {
 //	capacity=N max=N max-use=N idle=N idle-time=D scale=F limit=N
 //	mode=on-demand|preemptive throttle=R burst=N hook heartbeat=D
 //	threshold=N suspend env-ttl=D delete-unknown delete-dead
-//	ready-timeout=D listing-timeout=D
+//	ready-timeout=D listing-timeout=D suspended-idle-time=D
+//	suspended-count=N target-wait=D suspended-cost=F boot-estimate=D
+//	resume-estimate=D
 //
 // Input lines, if any, are policy periods: "<5 cron fields> | idle=N ...".
 func parseConfig(args map[string]string, flags []string, input string) (scaler.Config, error) {
@@ -430,7 +457,13 @@ func parseConfig(args map[string]string, flags []string, input string) (scaler.C
 			cfg.ReadyTimeout, err = time.ParseDuration(v)
 		case "listing-timeout":
 			cfg.ListingTimeout, err = time.ParseDuration(v)
-		case "idle", "idle-time", "scale", "limit", "mode":
+		case "suspended-cost":
+			cfg.SuspendedCost, err = strconv.ParseFloat(v, 64)
+		case "boot-estimate":
+			cfg.BootTimeEstimate, err = time.ParseDuration(v)
+		case "resume-estimate":
+			cfg.ResumeTimeEstimate, err = time.ParseDuration(v)
+		case "idle", "idle-time", "scale", "limit", "mode", "suspended-idle-time", "suspended-count", "target-wait":
 		default:
 			return cfg, fmt.Errorf("unknown setting %q", k)
 		}
@@ -488,6 +521,12 @@ func parsePolicy(args map[string]string, p policy.Policy) (policy.Policy, error)
 			p.ScaleFactor, err = strconv.ParseFloat(v, 64)
 		case "limit":
 			p.ScaleFactorLimit, err = strconv.Atoi(v)
+		case "suspended-idle-time":
+			p.SuspendedIdleTime, err = time.ParseDuration(v)
+		case "suspended-count":
+			p.SuspendedIdleCount, err = strconv.Atoi(v)
+		case "target-wait":
+			p.TargetWait, err = time.ParseDuration(v)
 		case "mode":
 			switch v {
 			case "on-demand":

@@ -122,6 +122,13 @@ func newWorld(t *testing.T, seed uint64) *world {
 	if rng.IntN(3) == 0 {
 		pol.ScaleFactor, pol.ScaleFactorLimit = 0.5, rng.IntN(4)
 	}
+	if rng.IntN(2) == 0 {
+		// The suspended idle tier (it stays empty without CanSuspend),
+		// sometimes sized by a wait target from the arrival forecast.
+		pol.SuspendedIdleTime = time.Duration(1+rng.IntN(4)) * time.Minute
+		pol.SuspendedIdleCount = rng.IntN(3)
+		pol.TargetWait = []time.Duration{0, 15 * time.Second, time.Minute}[rng.IntN(3)]
+	}
 	w.cfg = scaler.Config{
 		CapacityPerInstance: capacity,
 		MaxInstances:        maxInst,
@@ -232,6 +239,11 @@ func (w *world) step(i int) {
 	}
 	w.finishJobs()
 	w.timeouts()
+	if w.rng.IntN(10) == 0 {
+		// The job source reports jobs it holds with no booking yet.
+		w.s.Queued(w.rng.IntN(3))
+		w.apply()
+	}
 	if w.rng.IntN(60) == 0 {
 		w.kill()
 	}
@@ -250,6 +262,7 @@ func (w *world) step(i int) {
 // drain stops arrivals and lets everything finish; every job must end.
 func (w *world) drain() {
 	w.inCrash = true // no more crashes: the drain checks liveness
+	w.s.Queued(0)
 	for i := 0; i < 400 && len(w.jobs) > 0; i++ {
 		w.now = w.now.Add(10 * time.Second)
 		w.s.Advance(w.now)
@@ -346,6 +359,13 @@ func (w *world) take(j *job) {
 }
 
 func (w *world) run(j *job, id string) {
+	// No booking lands on an instance that is not running: in particular
+	// never on one of the suspended tier before its resume completed.
+	for _, in := range w.prov.Instances() {
+		if in.ID == id && in.State != provider.StateRunning {
+			w.errorf("%s bound to %s, which the provider has %s", j.key, id, in.State)
+		}
+	}
 	j.state, j.inst = jobRunning, id
 	j.until = w.now.Add(time.Duration(5+w.rng.IntN(240)) * time.Second)
 	w.logf("run %s on %s", j.key, id)
@@ -685,6 +705,13 @@ func (w *world) act(a scaler.Action) {
 func (w *world) check() {
 	if err := w.s.CheckForTest(); err != nil {
 		w.errorf("%v", err)
+	}
+	// The suspended idle tier belongs to nobody: its instances never hold
+	// an environment or a booking, and are suspending or suspended.
+	for id, d := range w.s.PooledForTest() {
+		if d != "suspending" && d != "suspended" {
+			w.errorf("tier instance %s is %s", id, d)
+		}
 	}
 	// I3: the provider never holds more than max_instances.
 	if live := len(w.prov.Instances()); live > w.cfg.MaxInstances {

@@ -15,6 +15,9 @@ type State struct {
 	Envs         []EnvRecord         `json:"environments"`
 	// Pending holds the request times of instances asked for but not yet listed.
 	Pending []time.Time `json:"pending"`
+	// Arrivals is the learned arrival pattern (forecast.go); nil until the
+	// first job arrived.
+	Arrivals *ArrivalModel `json:"arrivals,omitempty"`
 }
 
 // InstanceRecord is one instance in State.
@@ -75,6 +78,9 @@ func (s *Scaler) State() State {
 		st.Envs = append(st.Envs, rec)
 	}
 	st.Pending = append([]time.Time(nil), s.pending...)
+	if s.arr.learned() {
+		st.Arrivals = s.arr.snapshot()
+	}
 	return st
 }
 
@@ -151,6 +157,7 @@ func Restore(cfg Config, st State, now time.Time) (*Scaler, []DeadJob, error) {
 		s.updateFree(in)
 	}
 	s.pending = append(s.pending, st.Pending...)
+	s.arr.load(st.Arrivals)
 	s.dirty = true
 	return s, dead, nil
 }

@@ -43,7 +43,9 @@ var (
 	keyVersion         = []byte("version")
 	keyPending         = []byte("pending")
 	keySaved           = []byte("saved")
-	schemaVersion      = []byte("1")
+	// keyArrivals holds the core's learned arrival pattern (scaler.ArrivalModel).
+	keyArrivals   = []byte("arrivals")
+	schemaVersion = []byte("1")
 )
 
 // ErrLocked is returned by Open when another process holds the file.
@@ -54,6 +56,9 @@ type Bolt struct {
 	db   *bolt.DB
 	path string
 	id   string
+	// lastArrivals is the arrival model written last; the core hands the
+	// same pointer until the model changes.
+	lastArrivals *scaler.ArrivalModel
 }
 
 // Open opens or creates the state file at path. An unreadable or corrupt
@@ -127,6 +132,12 @@ func (b *Bolt) Load() (scaler.State, bool, error) {
 				return fmt.Errorf("pending increases: %w", err)
 			}
 		}
+		if v := meta.Get(keyArrivals); v != nil {
+			st.Arrivals = new(scaler.ArrivalModel)
+			if err := json.Unmarshal(v, st.Arrivals); err != nil {
+				return fmt.Errorf("arrival model: %w", err)
+			}
+		}
 		if err := each(tx, bucketInstances, func(v []byte) error {
 			var r scaler.InstanceRecord
 			err := json.Unmarshal(v, &r)
@@ -171,6 +182,7 @@ func each(tx *bolt.Tx, name []byte, fn func(v []byte) error) error {
 
 // Save replaces the saved state in one transaction.
 func (b *Bolt) Save(st scaler.State) error {
+	var saved *scaler.ArrivalModel
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		pending, err := json.Marshal(st.Pending)
@@ -179,6 +191,18 @@ func (b *Bolt) Save(st scaler.State) error {
 		}
 		if err := meta.Put(keyPending, pending); err != nil {
 			return err
+		}
+		// The arrival model changes every 15 minutes, the state on every
+		// event: write it only when the core handed over a new snapshot.
+		if st.Arrivals != nil && st.Arrivals != b.lastArrivals {
+			arr, err := json.Marshal(st.Arrivals)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyArrivals, arr); err != nil {
+				return err
+			}
+			saved = st.Arrivals
 		}
 		if err := meta.Put(keySaved, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 			return err
@@ -199,6 +223,9 @@ func (b *Bolt) Save(st scaler.State) error {
 	})
 	if err != nil {
 		return fmt.Errorf("save state to %s: %w (is the disk full?)", b.path, err)
+	}
+	if saved != nil {
+		b.lastArrivals = saved
 	}
 	return nil
 }

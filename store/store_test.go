@@ -100,3 +100,30 @@ func TestSecondOpenIsLocked(t *testing.T) {
 		t.Fatalf("second open: %v, want ErrLocked", err)
 	}
 }
+
+// The learned arrival pattern survives a reopen, so a restart does not
+// forget the week berth has seen.
+func TestArrivalModelRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	b, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &scaler.ArrivalModel{DayRate: []float64{0.5}, DayBurst: []float64{40}, DaySeen: []int{3}}
+	if err := b.Save(scaler.State{Arrivals: m}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, _, err := b.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Arrivals == nil || got.Arrivals.DayBurst[0] != 40 || got.Arrivals.DaySeen[0] != 3 {
+		t.Fatalf("arrival model after reopen = %+v", got.Arrivals)
+	}
+}

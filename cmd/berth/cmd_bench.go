@@ -26,6 +26,7 @@ func newBenchCmd() *cobra.Command {
 		hours       float64
 		maxDuration time.Duration
 		asJSON      bool
+		svgFile     string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --trace FILE [flags]",
@@ -38,8 +39,15 @@ job that cannot be booked waits in a queue, it does not fail.
 --policy picks what schedules the jobs: berth (the real core), naive-idle
 (docker+machine's IdleCount loop), late-acquire (GitLab's instance executor
 before bookings: capacity checked, job taken, instance acquired afterwards) or
-static (a fixed pool of --static-instances).`,
+static (a fixed pool of --static-instances).
+
+berth keeps a suspended tier of idle instances with --suspended-idle-time D
+(or --target-wait D, which sizes the hot and suspended pools from the arrival
+pattern it learns); --resume-time is the simulated resume, and utilization
+counts a suspended second at --suspended-cost. --svg FILE draws what the
+policy did over time.`,
 		Example: `  berth bench --trace bench/testdata/google2011_2011-05-16T21Z_4h_jobs.csv --max-duration 1h --idle-count 5 --max-instances 200
+  berth bench --trace "$BERTH_TRACES/travis_2020-10-05_7d_jobs.csv" --boot-time 60s --resume-time 10s --suspended-cost 0.1 --target-wait 15s --max-instances 300 --svg week.svg
   berth bench --trace "$BERTH_TRACES/google2011_2011-05-16_7d_jobs.csv" --max-duration 3h --max-instances 300 --policy naive-idle --json
   berth bench convert gitlab jobs.json -o my-ci.csv   # docs/bench.md: get traces, export your CI`,
 		Args: cobra.NoArgs,
@@ -59,6 +67,15 @@ static (a fixed pool of --static-instances).`,
 				return fmt.Errorf("no jobs in the window --from %s --hours %g of %s", from, hours, trace)
 			}
 			jobs = bench.CapDurations(jobs, maxDuration)
+			var samples []bench.Sample
+			if svgFile != "" {
+				cfg.Timeline = func(s bench.Sample) { samples = append(samples, s) }
+			}
+			// --target-wait lets berth size the pools: unless told
+			// otherwise, no hot idle time beyond the floor.
+			if cfg.TargetWait > 0 && !cmd.Flags().Changed("idle-time") {
+				cfg.IdleTime = 0
+			}
 			if benchIsTerminal(os.Stderr) {
 				cfg.Progress = benchProgressBar(cmd.ErrOrStderr())
 			}
@@ -73,6 +90,11 @@ static (a fixed pool of --static-instances).`,
 			res.FromS = from.Seconds()
 			res.Hours = hours
 			res.MaxDurationS = maxDuration.Seconds()
+			if svgFile != "" {
+				if err := writeBenchSVG(svgFile, samples, res); err != nil {
+					return err
+				}
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -97,13 +119,36 @@ static (a fixed pool of --static-instances).`,
 	f.Float64Var(&cfg.ScaleFactor, "scale-factor", def.ScaleFactor, "extra idle slots as a fraction of slots in use")
 	f.IntVar(&cfg.ScaleFactorLimit, "scale-factor-limit", def.ScaleFactorLimit, "cap on what --scale-factor adds")
 	f.BoolVar(&cfg.Preemptive, "preemptive", def.Preemptive, "book only idle slots on ready instances (default: on-demand)")
+	f.DurationVar(&cfg.ResumeTime, "resume-time", def.ResumeTime, "time to resume a suspended instance")
+	f.Float64Var(&cfg.SuspendedCost, "suspended-cost", 0.1, "cost of a suspended instance-second relative to a running one")
+	f.DurationVar(&cfg.SuspendedIdleTime, "suspended-idle-time", def.SuspendedIdleTime, "berth: suspend idle instances past --idle-time and delete them after this (0: no suspended tier)")
+	f.IntVar(&cfg.SuspendedIdleCount, "suspended-idle-count", def.SuspendedIdleCount, "berth: suspended idle instances kept at least")
+	f.DurationVar(&cfg.TargetWait, "target-wait", def.TargetWait, "berth: p95 wait to aim at; sizes hot and suspended pools from the arrival forecast (sets --idle-time 0s unless given)")
 	f.StringVar(&cfg.Policy, "policy", def.Policy, "berth|naive-idle|late-acquire|static")
 	f.IntVar(&cfg.StaticInstances, "static-instances", 0, "pool size for --policy static")
 	f.DurationVar(&cfg.AcquireTimeout, "acquire-timeout", def.AcquireTimeout, "how long a taken job may wait for its instance")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the simulated cloud")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", def.PollInterval, "how often the provider is listed (a state change is seen this late)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.StringVar(&svgFile, "svg", "", "also draw demand, hot, suspended and booting instances and the wait over time into this SVG file")
 	cmd.AddCommand(newBenchConvertCmd())
 	return cmd
+}
+
+// writeBenchSVG writes the replay's picture to path.
+func writeBenchSVG(path string, samples []bench.Sample, res bench.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--svg: %w", err)
+	}
+	if err := bench.WriteSVG(f, samples, res); err != nil {
+		f.Close()
+		return fmt.Errorf("--svg %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--svg %s: %w", path, err)
+	}
+	return nil
 }
 
 // benchIsTerminal reports whether f is a terminal, so that a progress bar never
@@ -145,6 +190,9 @@ func printBenchTable(w io.Writer, r bench.Result) error {
 		{"idle count / idle time", fmt.Sprintf("%d / %s", r.IdleCount, benchDurText(r.IdleTimeS, "0s"))},
 		{"scale factor / limit", fmt.Sprintf("%g / %d", r.ScaleFactor, r.ScaleFactorLimit)},
 		{"mode", map[bool]string{true: "preemptive", false: "on-demand"}[r.Preemptive]},
+		{"resume time / suspended cost", fmt.Sprintf("%s / %g", benchDurText(r.ResumeTimeS, "0s"), r.SuspendedCost)},
+		{"suspended idle time / count", fmt.Sprintf("%s / %d", benchDurText(r.SuspendedIdleTimeS, "off"), r.SuspendedIdleCount)},
+		{"target wait", benchDurText(r.TargetWaitS, "none")},
 	}
 	if r.Policy == bench.PolicyStatic {
 		rows = append(rows, [2]string{"static instances", fmt.Sprint(r.StaticInstances)})
@@ -158,10 +206,12 @@ func printBenchTable(w io.Writer, r bench.Result) error {
 		[2]string{"wait p50 / p95 / p99", fmt.Sprintf("%.0fs / %.0fs / %.0fs", r.WaitP50S, r.WaitP95S, r.WaitP99S)},
 		[2]string{"wait max", fmt.Sprintf("%.0fs", r.WaitMaxS)},
 		[2]string{"instance hours", fmt.Sprintf("%.1f", r.InstanceSeconds/3600)},
+		[2]string{"  of which suspended", fmt.Sprintf("%.1f", r.SuspendedInstanceSeconds/3600)},
 		[2]string{"busy slot hours", fmt.Sprintf("%.1f", r.BusySlotSeconds/3600)},
 		[2]string{"utilization", fmt.Sprintf("%.1f%%", 100*r.Utilization)},
 		[2]string{"peak instances", fmt.Sprint(r.PeakInstances)},
 		[2]string{"moments above max", fmt.Sprint(r.MaxInstancesExceeded)},
+		[2]string{"boots / resumes", fmt.Sprintf("%d / %d", r.Boots, r.Resumes)},
 		[2]string{"instances created", fmt.Sprint(r.InstancesCreated)},
 		[2]string{"instances deleted", fmt.Sprint(r.InstancesDeleted)},
 		[2]string{"provider calls", fmt.Sprint(r.ProviderCalls)},

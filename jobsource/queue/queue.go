@@ -408,6 +408,20 @@ func (q *Queue) WaitForJobs(ctx context.Context) error {
 	}
 }
 
+// Len returns how many jobs are queued (not yet taken), for the scaler's
+// demand: queued jobs need instances even before anything books for them.
+func (q *Queue) Len() (int, error) {
+	n := 0
+	err := q.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketQueued).Stats().KeyN
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count queued jobs: %w", err)
+	}
+	return n, nil
+}
+
 // Get returns one job.
 func (q *Queue) Get(id string) (api.Job, error) {
 	k, ok := idKey(id)

@@ -119,6 +119,8 @@ type instance struct {
 	hasDeath bool
 	deathAt  time.Time
 
+	suspendedAt time.Time // when it last became suspended
+
 	gone bool
 
 	// next is the earliest due event; hidx is the position in the event
@@ -248,6 +250,12 @@ type Group struct {
 	closedSec  int64 // billing of gone instances, as seconds + nanoseconds
 	closedNsec int64 // to stay exact over very long runs
 
+	// suspendedClosed is the suspended time of instances no longer
+	// suspended; suspendedNow counts those suspended now. See
+	// SuspendedSeconds.
+	suspendedClosed time.Duration
+	suspendedNow    int
+
 	buf []listing // reused by Update
 }
 
@@ -314,6 +322,8 @@ func (g *Group) step(in *instance) {
 			in.state = provider.StateRunning
 		case provider.StateSuspending:
 			in.state = provider.StateSuspended
+			in.suspendedAt = in.until
+			g.suspendedNow++
 		case provider.StateDeleting:
 			g.finish(in, in.until, false)
 			return
@@ -345,6 +355,7 @@ func (g *Group) reschedule(in *instance) {
 
 // finish makes in gone at end and closes its bill.
 func (g *Group) finish(in *instance, end time.Time, lost bool) {
+	g.leaveSuspended(in, end)
 	in.gone = true
 	in.pending = false
 	if in.hidx >= 0 {
@@ -362,6 +373,42 @@ func (g *Group) finish(in *instance, end time.Time, lost bool) {
 	if in.listed && g.cfg.ReportDeleted {
 		g.tombstones = append(g.tombstones, in.id)
 	}
+}
+
+// leaveSuspended closes the suspended time of an instance that stops being
+// suspended at t.
+func (g *Group) leaveSuspended(in *instance, t time.Time) {
+	if in.state != provider.StateSuspended {
+		return
+	}
+	g.suspendedNow--
+	if d := t.Sub(in.suspendedAt); d > 0 {
+		g.suspendedClosed += d
+	}
+}
+
+// SuspendedSeconds returns how many of the billed instance-seconds up to now
+// were spent suspended (a part of BilledSeconds), so that a cost model can
+// price them lower than running ones.
+func (g *Group) SuspendedSeconds(now time.Time) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tick()
+	d := g.suspendedClosed
+	for _, in := range g.order {
+		if !in.gone && in.state == provider.StateSuspended && now.After(in.suspendedAt) {
+			d += now.Sub(in.suspendedAt)
+		}
+	}
+	return d.Seconds()
+}
+
+// Suspended returns how many instances are suspended at the current clock.
+func (g *Group) Suspended() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tick()
+	return g.suspendedNow
 }
 
 func (g *Group) addClosed(d time.Duration) {
@@ -591,6 +638,7 @@ func (g *Group) Decrease(ctx context.Context, ids []string) ([]string, error) {
 		if in.state == provider.StateDeleting {
 			continue
 		}
+		g.leaveSuspended(in, now)
 		in.state = provider.StateDeleting
 		in.pending = true
 		in.until = now.Add(g.cfg.DeleteLatency)
@@ -626,6 +674,7 @@ func (g *Group) transition(ctx context.Context, ids []string, from, via provider
 			errs = append(errs, fmt.Errorf("%w: %s is %s, not %s", ErrInvalidState, id, in.state, from))
 			continue
 		}
+		g.leaveSuspended(in, now)
 		in.state = via
 		in.pending = true
 		in.until = now.Add(latency)

@@ -729,3 +729,33 @@ func checkInvariants(t *testing.T, g *Group) {
 		t.Fatalf("heap top %v, brute-force minimum %v", g.events[0].next, min)
 	}
 }
+
+// SuspendedSeconds counts the billed time instances spent suspended: from
+// the end of the suspend to the resume call, the deletion call, or now.
+func TestSuspendedSeconds(t *testing.T) {
+	g, clk := newGroup(Config{BootTime: sec(10), SupportsSuspend: true, SuspendLatency: sec(2), ResumeLatency: sec(5)})
+	mustIncrease(t, g, 2)
+	clk.set(sec(10))
+	got, err := g.Suspend(ctx, []string{"sim-000001", "sim-000002"})
+	mustAccept(t, "Suspend", got, err, "sim-000001", "sim-000002")
+	clk.set(sec(12)) // both suspended from 12s
+	if n := g.Suspended(); n != 2 {
+		t.Fatalf("Suspended() = %d, want 2", n)
+	}
+	clk.set(sec(20))
+	got, err = g.Resume(ctx, []string{"sim-000001"}) // 8s suspended
+	mustAccept(t, "Resume", got, err, "sim-000001")
+	clk.set(sec(30))
+	got, err = g.Decrease(ctx, []string{"sim-000002"}) // 18s suspended
+	mustAccept(t, "Decrease", got, err, "sim-000002")
+	clk.set(sec(40))
+	if got := g.SuspendedSeconds(clk.now()); got != 26 {
+		t.Fatalf("SuspendedSeconds = %v, want 8 + 18 = 26", got)
+	}
+	if n := g.Suspended(); n != 0 {
+		t.Fatalf("Suspended() = %d after resume and delete, want 0", n)
+	}
+	if billed := g.BilledSeconds(clk.now()); billed < 26 {
+		t.Fatalf("billed %v is less than the suspended part", billed)
+	}
+}

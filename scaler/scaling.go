@@ -1,0 +1,188 @@
+package scaler
+
+import (
+	"math"
+	"sort"
+
+	"github.com/berth-ci/berth/policy"
+)
+
+// demand returns the slots that need a running instance and the idle target.
+// Demand is bookings on current instances plus jobs the source holds with no
+// booking yet (Queued); the idle target is the largest of idle_count, the
+// scale factor's and target_wait's hot pool.
+func (s *Scaler) demand(p policy.Policy) (inUse, idleTarget int) {
+	inUse = len(s.res) - s.offCurrentUsed + s.queued
+	idleTarget = p.IdleCount
+	if p.ScaleFactor > 0 {
+		f := min(int(math.Ceil(p.ScaleFactor*float64(inUse))), p.ScaleFactorLimit)
+		idleTarget = max(idleTarget, f)
+	}
+	if p.TargetWait > 0 {
+		idleTarget = max(idleTarget, s.sized.Hot)
+	}
+	return inUse, idleTarget
+}
+
+// poolTarget is how many idle instances the suspended tier should hold:
+// suspended_idle_count, or what target_wait sizing chose if more.
+func (s *Scaler) poolTarget(p policy.Policy) int {
+	if !s.tierOn(p) {
+		return 0
+	}
+	t := p.SuspendedIdleCount
+	if p.TargetWait > 0 {
+		t = max(t, s.sized.Suspended)
+	}
+	return t
+}
+
+// resize chooses the hot and suspended pools for target_wait from the
+// arrival forecast, at least cost (see sizing), and reports a change.
+func (s *Scaler) resize(p policy.Policy) {
+	if p.TargetWait <= 0 {
+		return
+	}
+	z := s.sizing(p, s.arr.forecast(s.now, s.bootEst))
+	if z.Hot != s.sized.Hot || z.Suspended != s.sized.Suspended || z.Tier != s.sized.Tier {
+		s.emit(z)
+	}
+	s.sized = z
+}
+
+// sizing is the least-cost pair of pools that keeps the p95 wait within
+// p.TargetWait for forecast f. A job meets the target when it finds a hot
+// slot, or, when a resume fits in the target, a suspended instance. The
+// capacity that must be on hand is the forecast burst cover (the pool that
+// leaves at most coverShare of arrivals to a boot). A suspended instance
+// costs SuspendedCost of a hot one and meets the same target, so the least
+// cost holds all of it suspended and no hot pool beyond the floors
+// (idle_count). When the tier cannot meet the target (no suspend, or a
+// resume slower than the target, or suspending costs as much as running),
+// all of it is hot. Arrivals during a refill's boot are left to the
+// instances that come back from jobs meanwhile (see scaleUp).
+func (s *Scaler) sizing(p policy.Policy, f forecast) Sized {
+	z := Sized{Rate: f.Rate, Burst: f.Burst, Source: f.Source, BootTime: s.bootEst,
+		ResumeTime: s.resumeEst, TargetWait: p.TargetWait}
+	z.Tier = s.tierOn(p) && s.resumeEst <= p.TargetWait && s.cfg.SuspendedCost < 1
+	need := int(math.Ceil(f.Burst))
+	capSlots := s.cfg.MaxInstances * s.cfg.CapacityPerInstance
+	if z.Tier {
+		z.Suspended = min(ceilDiv(need, s.cfg.CapacityPerInstance), s.cfg.MaxInstances)
+	} else {
+		z.Hot = need
+	}
+	z.Hot = min(z.Hot, capSlots)
+	return z
+}
+
+func (s *Scaler) current() int {
+	return s.byPhase[phaseCreating] + s.byPhase[phaseBooting] + s.byPhase[phaseReady] +
+		s.byPhase[phaseResuming] + s.byPhase[phaseRestored] + len(s.pending)
+}
+
+// Total returns every instance that counts against max_instances, including
+// requested ones not yet listed.
+func (s *Scaler) Total() int { return len(s.instances) + len(s.pending) }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// scaleUp brings running capacity up to demand + idle target, resuming
+// pooled instances before it boots new ones, and boots more when the
+// suspended tier is below its target. It is O(1) (plus the instances it
+// resumes), so it runs after every event.
+func (s *Scaler) scaleUp() {
+	p := s.policy()
+	s.resize(p)
+	inUse, idleTarget := s.demand(p)
+	desired := ceilDiv(inUse+idleTarget, s.cfg.CapacityPerInstance)
+	have := s.current()
+	// Resume for demand that instances ready or resuming do not cover:
+	// instances still booting come later than a resume, and if demand
+	// does not need them they end up in the tier, which is what they were
+	// booted for.
+	if need := desired - s.byPhase[phaseReady] - s.byPhase[phaseResuming]; need > 0 && len(s.pool) > 0 {
+		n := s.resumePooled(need)
+		s.emit(Scaled{Direction: "resume", InUse: inUse, IdleSlots: idleTarget, Have: have, Want: desired, N: n,
+			Suspended: s.pooled, SuspendedTarget: s.poolTarget(p), Tier: true})
+		have += n
+	}
+	pool := s.poolTarget(p)
+	// Pooled instances still suspending count as capacity: they are
+	// resumed once suspended, sooner than a boot (I7 counts them too).
+	want := desired + pool - have - s.pooled
+	if stock := want - max(desired-have, 0); stock > 0 {
+		// Busy instances that come back within a boot refill the tier
+		// on their own: booting for them too would only make a surplus
+		// that is deleted unused later.
+		ret := int(s.arr.returning(s.now, s.bootEst))
+		want -= min(stock, ret)
+	}
+	want = min(want, s.cfg.MaxInstances-s.Total())
+	if want <= 0 || s.now.Before(s.hookPauseTo) {
+		return
+	}
+	tokens := int(s.throttle.TokensAt(s.now))
+	n := min(want, tokens)
+	if n <= 0 {
+		return // retried on the next tick when tokens refill
+	}
+	s.throttle.AllowN(s.now, n)
+	for range n {
+		s.pending = append(s.pending, s.now)
+	}
+	s.dirty = true
+	s.emit(Scaled{Direction: "up", InUse: inUse, IdleSlots: idleTarget, Have: have + s.pooled, Want: desired + pool, N: n,
+		Suspended: s.pooled, SuspendedTarget: pool, Tier: pool > 0})
+	s.emit(Increase{N: n})
+}
+
+// scaleIn takes idle instances beyond the desired count out of the hot
+// pool, oldest idle first: into the suspended tier when it is on, else
+// deleted. Candidates have no reserved, acquired or suspended slot; they
+// leave the free list before the provider call, so no Reserve can race it.
+func (s *Scaler) scaleIn(idle []*instance, p policy.Policy) {
+	if len(idle) == 0 {
+		return
+	}
+	inUse, idleTarget := s.demand(p)
+	desired := ceilDiv(inUse+idleTarget, s.cfg.CapacityPerInstance)
+	have := s.current()
+	excess := have - desired
+	if excess <= 0 {
+		return
+	}
+	if s.tierOn(p) {
+		// Instances still booting are the tier's refills: they must not
+		// push a ready instance into the tier while demand (queued jobs
+		// about to be booked, in preemptive mode) needs it now.
+		excess = min(excess, s.byPhase[phaseReady]+s.byPhase[phaseResuming]-desired)
+		if excess <= 0 {
+			return
+		}
+	}
+	sort.SliceStable(idle, func(i, j int) bool { return idle[i].idleSince.Before(idle[j].idleSince) })
+	n := min(excess, len(idle))
+	if s.tierOn(p) {
+		s.emit(Scaled{Direction: "suspend", InUse: inUse, IdleSlots: idleTarget, Have: have, Want: desired, N: n,
+			Suspended: s.pooled, SuspendedTarget: s.poolTarget(p), Tier: true})
+		for _, in := range idle[:n] {
+			s.suspendIdle(in)
+		}
+		return
+	}
+	s.emit(Scaled{Direction: "in", InUse: inUse, IdleSlots: idleTarget, Have: have, Want: desired, N: n})
+	for _, in := range idle[:n] {
+		s.deleteInstance(in, ReasonIdle)
+	}
+}
+
+// DeleteAll deletes every instance that holds no job or environment, for
+// delete_instances_on_shutdown.
+func (s *Scaler) DeleteAll(reason Reason) {
+	for _, in := range s.sortedInstances() {
+		if in.used == 0 && in.env == nil && in.phase != phaseDeleting {
+			s.deleteInstance(in, reason)
+		}
+	}
+}
