@@ -135,9 +135,12 @@ func TestLocalPluginRecyclesAnInstance(t *testing.T) {
 		}
 		return id != ""
 	})
-	const leftovers = `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '[s]leep 1000' || true
+	const sleepers = `sleepers() { for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 1000 $'; }
+`
+	const leftovers = sleepers + `sleepers || true
 ls -A /tmp /dev/shm | grep -v ':$' | grep -c . || true`
-	execOn(t, g, id, `nohup sleep 1000 </dev/null >/dev/null 2>&1 &
+	execOn(t, g, id, sleepers+`nohup sleep 1000 </dev/null >/dev/null 2>&1 &
+i=0; while [ "$(sleepers)" = 0 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
 echo left > /tmp/left; echo left > /dev/shm/left`)
 	// The leftovers are there while the instance is not recycled: the
 	// check below would see them.
