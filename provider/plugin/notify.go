@@ -28,9 +28,14 @@ func (g *Group) Notify(fn func(id string, s provider.State)) {
 		g.stopWatch()
 		g.stopWatch = nil
 	}
-	if fn == nil || g.stopped || !g.info.Capabilities.Notify {
+	switch {
+	case fn == nil || g.stopped:
+		return
+	case !g.info.Capabilities.Notify:
+		g.log.Info("provider plugin does not report state changes; berth learns them from its periodic listings")
 		return
 	}
+	g.log.Info("opening the provider plugin's notification stream; berth lists at once when an instance becomes running")
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stopWatch = cancel
 	g.wg.Add(1) // under mu, so Shutdown's Wait sees it
