@@ -477,9 +477,11 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 // still run there, so jobs share the instance as they share its slots and
 // nothing is wiped. A provider whose reset fails takes the instance out of
 // service itself (the local provider kills it), so the error is only logged.
+// Capabilities.Recycle decides, not the type alone: a plugin group always
+// has the method, whether or not its plugin can recycle.
 func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) {
 	r, ok := m.prov.(provider.Recycler)
-	if !ok || m.cfg.Autoscaler.CapacityPerInstance != 1 {
+	if !ok || !m.info.Capabilities.Recycle || m.cfg.Autoscaler.CapacityPerInstance != 1 {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

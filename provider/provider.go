@@ -50,6 +50,11 @@ type Capabilities struct {
 	// least every instance that becomes running, so berth need not wait for
 	// its next listing to learn that.
 	Notify bool `json:"notify"`
+	// Recycle is true when the provider implements Recycler. The manager
+	// resets instances between jobs only when it is set, so a type that
+	// implements Recycler for a backend that may not support it (an
+	// external plugin) says here whether it does.
+	Recycle bool `json:"recycle"`
 }
 
 // Info describes an initialised instance group.
@@ -152,7 +157,8 @@ type Notifier interface {
 // instance between two jobs, so that nothing one job left behind (processes,
 // temporary files, its home directory, the hostname) is seen by the next.
 // The manager calls Recycle when a job released its slot on an instance that
-// holds one slot, and never on a parked environment.
+// holds one slot, and never on a parked environment. A provider that
+// implements Recycler sets Capabilities.Recycle.
 type Recycler interface {
 	// Recycle resets the instance; it returns once the reset is complete.
 	Recycle(ctx context.Context, id string) error

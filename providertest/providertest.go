@@ -9,7 +9,9 @@
 // The suite creates real instances, logs in over SSH with the ConnectInfo the
 // provider returns, and deletes everything it created. A provider that
 // claims Capabilities.Notify must report every instance that becomes
-// running, never before Update lists it so. It polls with
+// running, never before Update lists it so; one that claims
+// Capabilities.Recycle must leave nothing of one login's processes and
+// files to the next after Recycle. It polls with
 // deadlines and makes no timing assertions, so slow providers pass too; set
 // Options.Timeout for very slow ones.
 //
@@ -71,6 +73,7 @@ type check struct {
 	needsSSH  bool
 	needsSusp bool
 	needsNote bool // only for providers that claim Capabilities.Notify
+	needsRecy bool // only for providers that claim Capabilities.Recycle
 	run       func(s *suite, t T)
 }
 
@@ -81,6 +84,7 @@ var checks = []check{
 	{name: "SSH", needsIDs: true, needsSSH: true, run: (*suite).ssh},
 	{name: "WrongHostKeyRefused", needsIDs: true, needsSSH: true, run: (*suite).wrongHostKey},
 	{name: "Heartbeat", needsIDs: true, run: (*suite).heartbeat},
+	{name: "Recycle", needsIDs: true, needsSSH: true, needsRecy: true, run: (*suite).recycle},
 	{name: "SuspendResume", needsIDs: true, needsSusp: true, run: (*suite).suspendResume},
 	{name: "Notify", needsNote: true, run: (*suite).notify},
 	{name: "Decrease", needsIDs: true, run: (*suite).decrease},
@@ -106,6 +110,8 @@ func (s *suite) skipReason(c check, opts Options) string {
 		return "the provider has no suspend capability"
 	case c.needsNote && !s.info.Capabilities.Notify:
 		return "the provider does not claim the notify capability"
+	case c.needsRecy && !s.info.Capabilities.Recycle:
+		return "the provider does not claim the recycle capability"
 	case c.needsIDs && len(s.ids) == 0:
 		return "no instances: Increase failed"
 	}

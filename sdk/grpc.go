@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -17,7 +19,8 @@ import (
 
 // GRPCPlugin is the go-plugin glue of protocol version 1: on the plugin side
 // it serves Impl, on the host side it returns a client that implements
-// InstanceGroup and Suspender. Plugin authors need not use it; Serve does.
+// InstanceGroup and Suspender and offers Recycle and Watch. Plugin authors
+// need not use it; Serve does.
 type GRPCPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	// Impl is the served group; nil on the host side.
@@ -26,7 +29,7 @@ type GRPCPlugin struct {
 
 // GRPCServer registers the instance-group service.
 func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterInstanceGroupServer(s, &server{impl: p.Impl})
+	pb.RegisterInstanceGroupServer(s, &server{impl: p.Impl, watchers: map[chan *pb.Notification]struct{}{}})
 	return nil
 }
 
@@ -39,12 +42,28 @@ func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc
 // the plugin's group has no suspend capability.
 var ErrSuspendUnsupported = errors.New("the provider plugin does not support suspend/resume")
 
+// ErrRecycleUnsupported is returned by Client.Recycle when the plugin's
+// group cannot reset instances between jobs, or the plugin predates Recycle.
+var ErrRecycleUnsupported = errors.New("the provider plugin does not support recycling instances between jobs")
+
+// ErrNotifyUnsupported is returned by Client.Watch when the plugin's group
+// cannot report state changes, or the plugin predates Watch.
+var ErrNotifyUnsupported = errors.New("the provider plugin does not report state changes")
+
 // server adapts an InstanceGroup to the gRPC service. A panic in the group
 // becomes an error of that call (with the stack in the plugin's log) rather
 // than the end of the plugin.
 type server struct {
 	pb.UnimplementedInstanceGroupServer
 	impl InstanceGroup
+
+	// watchers are the open Watch streams, each fed by its channel. The
+	// group's single Notify registration (made by the first Watch) fans out
+	// to all of them, so a host that re-opens its stream before the old one
+	// ended loses nothing.
+	mu       sync.Mutex
+	watchers map[chan *pb.Notification]struct{}
+	register sync.Once
 }
 
 func guard(method string, err *error) {
@@ -72,13 +91,19 @@ func rpcErr(err error) error {
 
 func (s *server) Init(ctx context.Context, r *pb.InitRequest) (_ *pb.InitResponse, err error) {
 	defer guard("Init", &err)
-	info, err := s.impl.Init(ctx, Settings{Config: r.GetConfigJson(), StateDir: r.GetStateDir()})
+	info, err := s.impl.Init(ctx, Settings{Config: r.GetConfigJson(), StateDir: r.GetStateDir(), Private: r.GetPrivate()})
 	if err != nil {
 		return nil, rpcErr(err)
 	}
 	_, canSuspend := s.impl.(Suspender)
+	_, canNotify := s.impl.(Notifier)
+	_, canRecycle := s.impl.(Recycler)
 	return &pb.InitResponse{Id: info.ID, MaxSize: int64(info.MaxSize), Version: info.Version,
-		Capabilities: &pb.Capabilities{Suspend: info.Capabilities.Suspend && canSuspend}}, nil
+		Capabilities: &pb.Capabilities{
+			Suspend: info.Capabilities.Suspend && canSuspend,
+			Notify:  info.Capabilities.Notify && canNotify,
+			Recycle: info.Capabilities.Recycle && canRecycle,
+		}}, nil
 }
 
 func (s *server) Update(ctx context.Context, _ *pb.UpdateRequest) (_ *pb.UpdateResponse, err error) {
@@ -154,6 +179,69 @@ func (s *server) Resume(ctx context.Context, r *pb.IDsRequest) (*pb.IDsResponse,
 	return s.suspendResume(ctx, r, false)
 }
 
+func (s *server) Recycle(ctx context.Context, r *pb.InstanceRequest) (_ *pb.Empty, err error) {
+	rec, ok := s.impl.(Recycler)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, ErrRecycleUnsupported.Error())
+	}
+	defer guard("Recycle", &err)
+	if err := rec.Recycle(ctx, r.GetId()); err != nil {
+		return nil, rpcErr(err)
+	}
+	return &pb.Empty{}, nil
+}
+
+// watchBuffer is how many notifications a Watch stream may fall behind
+// before further ones are dropped: the group's Notify callback must return
+// at once, and a dropped hint costs latency only.
+const watchBuffer = 256
+
+// Watch streams the group's notifications until the host ends the stream.
+// The group's Notify is called once, with the first stream, and never
+// again: calling it while streams come and go would take the group's lock
+// while its own notification path may hold it and wait for ours.
+func (s *server) Watch(_ *pb.Empty, stream grpc.ServerStreamingServer[pb.Notification]) error {
+	n, ok := s.impl.(Notifier)
+	if !ok {
+		return status.Error(codes.Unimplemented, ErrNotifyUnsupported.Error())
+	}
+	ch := make(chan *pb.Notification, watchBuffer)
+	s.mu.Lock()
+	s.watchers[ch] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.watchers, ch)
+		s.mu.Unlock()
+	}()
+	s.register.Do(func() { n.Notify(s.fanOut) })
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case note := <-ch:
+			if err := stream.Send(note); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// fanOut is the group's notification function: it queues the notification
+// on every open stream without waiting, as Notify's contract asks.
+func (s *server) fanOut(id string, st State) {
+	note := &pb.Notification{Id: id, State: string(st)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.watchers {
+		select {
+		case ch <- note:
+		default:
+			slog.Warn("a Watch stream is behind; notification dropped (berth learns it at its next listing)", "id", id, "state", st)
+		}
+	}
+}
+
 func (s *server) Shutdown(ctx context.Context, _ *pb.Empty) (_ *pb.Empty, err error) {
 	defer guard("Shutdown", &err)
 	if err := s.impl.Shutdown(ctx); err != nil {
@@ -179,8 +267,13 @@ func callErr(method string, err error) error {
 		case codes.Unknown:
 			return errors.New(st.Message())
 		case codes.Unimplemented:
-			if method == "Suspend" || method == "Resume" {
+			switch method {
+			case "Suspend", "Resume":
 				return ErrSuspendUnsupported
+			case "Recycle":
+				return ErrRecycleUnsupported
+			case "Watch":
+				return ErrNotifyUnsupported
 			}
 		case codes.DeadlineExceeded:
 			return fmt.Errorf("%s: %w", st.Message(), context.DeadlineExceeded)
@@ -198,12 +291,13 @@ func partial(s string) error {
 
 // Init implements InstanceGroup.
 func (c *Client) Init(ctx context.Context, s Settings) (Info, error) {
-	r, err := c.rpc.Init(ctx, &pb.InitRequest{ConfigJson: s.Config, StateDir: s.StateDir})
+	r, err := c.rpc.Init(ctx, &pb.InitRequest{ConfigJson: s.Config, StateDir: s.StateDir, Private: s.Private})
 	if err != nil {
 		return Info{}, callErr("Init", err)
 	}
+	caps := r.GetCapabilities()
 	return Info{ID: r.GetId(), MaxSize: int(r.GetMaxSize()), Version: r.GetVersion(),
-		Capabilities: Capabilities{Suspend: r.GetCapabilities().GetSuspend()}}, nil
+		Capabilities: Capabilities{Suspend: caps.GetSuspend(), Notify: caps.GetNotify(), Recycle: caps.GetRecycle()}}, nil
 }
 
 // Update implements InstanceGroup.
@@ -268,6 +362,41 @@ func (c *Client) Resume(ctx context.Context, ids []string) ([]string, error) {
 		return nil, callErr("Resume", err)
 	}
 	return r.GetAccepted(), partial(r.GetError())
+}
+
+// Recycle resets instance id between two jobs (see provider.Recycler). It
+// returns ErrRecycleUnsupported when the plugin cannot.
+func (c *Client) Recycle(ctx context.Context, id string) error {
+	_, err := c.rpc.Recycle(ctx, &pb.InstanceRequest{Id: id})
+	return callErr("Recycle", err)
+}
+
+// Watch opens the plugin's notification stream and calls fn for each
+// notification until ctx is done or the stream breaks; it returns nil when
+// ctx ended it, ErrNotifyUnsupported when the plugin cannot notify, and
+// otherwise why the stream ended. fn is called from Watch's goroutine.
+func (c *Client) Watch(ctx context.Context, fn func(id string, s State)) error {
+	stream, err := c.rpc.Watch(ctx, &pb.Empty{})
+	if err != nil {
+		return c.watchEnd(ctx, err)
+	}
+	for {
+		note, err := stream.Recv()
+		if err != nil {
+			return c.watchEnd(ctx, err)
+		}
+		fn(note.GetId(), State(note.GetState()))
+	}
+}
+
+func (c *Client) watchEnd(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	if errors.Is(err, io.EOF) {
+		return errors.New("the plugin ended its notification stream")
+	}
+	return callErr("Watch", err)
 }
 
 // Shutdown implements InstanceGroup.

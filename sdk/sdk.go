@@ -1,5 +1,6 @@
 // Package sdk is what a berth provider plugin is built with: implement
-// InstanceGroup (and optionally Suspender) and call Serve from main.
+// InstanceGroup (and optionally Suspender, Notifier and Recycler) and call
+// Serve from main.
 //
 //	func main() {
 //		sdk.Serve(&myGroup{})
@@ -34,7 +35,21 @@ type InstanceGroup = provider.InstanceGroup
 // implements it must also set Info.Capabilities.Suspend.
 type Suspender = provider.Suspender
 
-// Settings is what Init receives: the provider_config as JSON and a state directory.
+// Notifier is the optional capability of a group that learns by itself
+// when an instance changes state (see provider.Notifier). A plugin whose
+// group implements it must also set Info.Capabilities.Notify; berth then
+// hears of an instance that became running at once instead of at its next
+// listing.
+type Notifier = provider.Notifier
+
+// Recycler is the optional capability of a group that can reset an instance
+// between two jobs (see provider.Recycler). A plugin whose group implements
+// it must also set Info.Capabilities.Recycle; berth then resets an instance
+// with one slot after every job.
+type Recycler = provider.Recycler
+
+// Settings is what Init receives: the provider_config as JSON, a state
+// directory and the host paths instances must never see.
 type Settings = provider.Settings
 
 // Info describes an initialised instance group.

@@ -47,8 +47,9 @@ func newProviderTestCmd() *cobra.Command {
 		Long: `Starts the plugin binary at PATH the way berth does, initialises it with
 --config (the provider_config as a JSON object), and runs the conformance
 suite: it creates two real instances, logs in to them over SSH, checks
-heartbeats, suspend/resume (when the plugin has the capability) and deletion,
-and deletes everything it created. Each check is printed with PASS, FAIL or
+heartbeats, suspend/resume, the reset between jobs (Recycle) and readiness
+notifications (each when the plugin claims the capability) and deletion, and
+deletes everything it created. Each check is printed with PASS, FAIL or
 SKIP; the exit code is 0 only when no check failed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -25,7 +25,9 @@ import (
 //	BERTH_PICKUP_JOBS=40 go test -run PickupLatency -v ./cmd/berth/
 //
 // Each job's script prints the time it started; the submission time is taken
-// just before the client's POST. Jobs run one after the other.
+// just before the client's POST. Jobs run one after the other. With
+// BERTH_PICKUP_PLUGIN=1 the local provider is served as a plugin
+// (provider_path = berth-provider-local) instead of built in.
 func TestPickupLatency(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BERTH_PICKUP_JOBS"))
 	if n <= 0 {
@@ -37,11 +39,15 @@ func TestPickupLatency(t *testing.T) {
 	if setpriv, err := exec.LookPath("setpriv"); err == nil && os.Getuid() == 0 {
 		users[" unprivileged"] = []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}
 	}
+	provider := ""
+	if os.Getenv("BERTH_PICKUP_PLUGIN") != "" {
+		provider = "provider_path = \"" + pluginBin(t, "cmd/berth-provider-local", "berth-provider-local") + "\"\n"
+	}
 	for user, prefix := range users {
 		t.Run("cold"+user, func(t *testing.T) {
 			d := newDaemon(t, `
 [autoscaler]
-max_instances = 4
+`+provider+`max_instances = 4
 max_use_count = 1
 [[autoscaler.policy]]
 idle_count = 0
@@ -60,7 +66,7 @@ preemptive_mode = false
 		t.Run("hot"+user, func(t *testing.T) {
 			d := newDaemon(t, `
 [autoscaler]
-max_instances = 4
+`+provider+`max_instances = 4
 [[autoscaler.policy]]
 idle_count = 1
 `, prefix...)

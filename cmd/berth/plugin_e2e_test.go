@@ -275,3 +275,31 @@ broken = "no-host-key"
 		t.Errorf("the trust-on-first-use line does not name the key's fingerprint")
 	}
 }
+
+// TestPluginResetsTheInstanceBetweenJobs: through the local provider served
+// as a plugin, the job after another on the same instance finds none of
+// the processes and files the first left behind, as with the built-in.
+func TestPluginResetsTheInstanceBetweenJobs(t *testing.T) {
+	bin := pluginBin(t, "cmd/berth-provider-local", "berth-provider-local")
+	d := newDaemon(t, `
+[autoscaler]
+provider_path = "`+bin+`"
+max_instances = 1
+`)
+	out, errOut, code := d.berth("submit", "--wait", "--", `setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &
+echo left > /tmp/left; echo left > /dev/shm/left; echo left > $HOME/left
+`+inspect)
+	if code != 0 || !strings.Contains(out, "procs=1") || !strings.Contains(out, "files=3") {
+		t.Fatalf("first job: exit %d, output %q, stderr %s; want it to see its own process and 3 files", code, out, errOut)
+	}
+	out, errOut, code = d.berth("submit", "--wait", "--", inspect)
+	if code != 0 {
+		t.Fatalf("second job: exit %d, %s %s", code, out, errOut)
+	}
+	if !strings.Contains(out, "procs=0") || !strings.Contains(out, "files=0") {
+		t.Errorf("the second job saw what the first left on its instance:\n%s", out)
+	}
+	if ins := d.instances(); len(ins) != 1 {
+		t.Errorf("instances: %+v; want the one both jobs ran on", ins)
+	}
+}

@@ -120,7 +120,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	return provider.Info{
 		ID:           "local/" + p.group,
 		Version:      Version,
-		Capabilities: provider.Capabilities{Suspend: true, Notify: canNotify()},
+		Capabilities: provider.Capabilities{Suspend: true, Notify: canNotify(), Recycle: true},
 	}, nil
 }
 

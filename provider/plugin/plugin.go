@@ -91,8 +91,10 @@ type conn struct {
 	timeouts int // calls in a row that timed out
 }
 
-// Group is an external provider. It implements provider.InstanceGroup and
-// provider.Suspender; Info.Capabilities says whether suspend works.
+// Group is an external provider. It implements provider.InstanceGroup,
+// provider.Suspender, provider.Notifier and provider.Recycler whatever the
+// plugin supports; Info.Capabilities says which of them work, as the
+// plugin's Init reported.
 type Group struct {
 	opts Options
 	log  *slog.Logger
@@ -109,6 +111,13 @@ type Group struct {
 	stop     chan struct{}
 	stopped  bool
 	wg       sync.WaitGroup
+
+	// notifyMu guards notifyFn, and is held while it is called, so that
+	// once Notify returned the function it replaced is not called again.
+	notifyMu sync.Mutex
+	notifyFn func(id string, s provider.State)
+	// stopWatch ends the current notification stream loop (under mu).
+	stopWatch context.CancelFunc
 }
 
 // New returns a Group for the plugin binary opts.Path. Nothing starts until Init.
@@ -296,8 +305,8 @@ func (g *Group) restart() {
 		if info.ID != g.info.ID {
 			g.log.Warn("restarted provider plugin reports another group ID; keeping the first", "was", g.info.ID, "now", info.ID)
 		}
-		if info.Capabilities.Suspend != g.info.Capabilities.Suspend {
-			g.log.Warn("restarted provider plugin reports other capabilities; restart berth to use them", "suspend_was", g.info.Capabilities.Suspend, "suspend_now", info.Capabilities.Suspend)
+		if info.Capabilities != g.info.Capabilities {
+			g.log.Warn("restarted provider plugin reports other capabilities; restart berth to use them", "was", fmt.Sprintf("%+v", g.info.Capabilities), "now", fmt.Sprintf("%+v", info.Capabilities))
 		}
 		g.restarts++
 		n := g.restarts

@@ -28,7 +28,7 @@ import (
 	"github.com/berth-ci/berth/store"
 )
 
-var simPlugin, brokenPlugin string
+var simPlugin, brokenPlugin, localPlugin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "berth-plugin-test")
@@ -38,7 +38,8 @@ func TestMain(m *testing.M) {
 	}
 	simPlugin = filepath.Join(dir, "berth-provider-sim")
 	brokenPlugin = filepath.Join(dir, "berth-provider-broken")
-	for bin, pkg := range map[string]string{simPlugin: "../../cmd/berth-provider-sim", brokenPlugin: "../../internal/testdata/brokenplugin"} {
+	localPlugin = filepath.Join(dir, "berth-provider-local")
+	for bin, pkg := range map[string]string{simPlugin: "../../cmd/berth-provider-sim", brokenPlugin: "../../internal/testdata/brokenplugin", localPlugin: "../../cmd/berth-provider-local"} {
 		build := exec.Command("go", "build", "-o", bin, pkg)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {

@@ -5,6 +5,9 @@
 // porting one is mechanical: Init(settings) -> info, Update -> listing,
 // Increase(n) -> created, Decrease(ids) -> removed, ConnectInfo(id),
 // Heartbeat(id), Suspend/Resume(ids) (may be unsupported), Shutdown.
+// Recycle(id) and Watch were added within version 1: a plugin that does not
+// know them answers UNIMPLEMENTED and does not claim their capabilities,
+// which the host takes as "unsupported".
 //
 // Compatibility: fields are only ever added. A change that old hosts or old
 // plugins cannot understand gets a new protocol version (sdk.ProtocolVersion)
@@ -82,7 +85,11 @@ type InitRequest struct {
 	// config_json is [autoscaler.provider_config] as a JSON object.
 	ConfigJson []byte `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
 	// state_dir is a directory the plugin may use for its own files.
-	StateDir      string `protobuf:"bytes,2,opt,name=state_dir,json=stateDir,proto3" json:"state_dir,omitempty"`
+	StateDir string `protobuf:"bytes,2,opt,name=state_dir,json=stateDir,proto3" json:"state_dir,omitempty"`
+	// private lists host paths that instances must never see (berth's state
+	// directory, config and token files); a plugin that shows host files to
+	// instances refuses to start when one of them would be visible.
+	Private       []string `protobuf:"bytes,3,rep,name=private,proto3" json:"private,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,9 +138,20 @@ func (x *InitRequest) GetStateDir() string {
 	return ""
 }
 
+func (x *InitRequest) GetPrivate() []string {
+	if x != nil {
+		return x.Private
+	}
+	return nil
+}
+
 type Capabilities struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Suspend       bool                   `protobuf:"varint,1,opt,name=suspend,proto3" json:"suspend,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Suspend bool                   `protobuf:"varint,1,opt,name=suspend,proto3" json:"suspend,omitempty"`
+	// notify: the plugin serves Watch.
+	Notify bool `protobuf:"varint,2,opt,name=notify,proto3" json:"notify,omitempty"`
+	// recycle: the plugin serves Recycle.
+	Recycle       bool `protobuf:"varint,3,opt,name=recycle,proto3" json:"recycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +193,73 @@ func (x *Capabilities) GetSuspend() bool {
 	return false
 }
 
+func (x *Capabilities) GetNotify() bool {
+	if x != nil {
+		return x.Notify
+	}
+	return false
+}
+
+func (x *Capabilities) GetRecycle() bool {
+	if x != nil {
+		return x.Recycle
+	}
+	return false
+}
+
+type Notification struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// state is the instance's new state, as in Instance.state.
+	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Notification) Reset() {
+	*x = Notification{}
+	mi := &file_provider_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Notification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Notification) ProtoMessage() {}
+
+func (x *Notification) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Notification.ProtoReflect.Descriptor instead.
+func (*Notification) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Notification) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Notification) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type InitResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -187,7 +272,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +284,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +297,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{3}
+	return file_provider_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InitResponse) GetId() string {
@@ -251,7 +336,7 @@ type UpdateRequest struct {
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +348,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +361,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{4}
+	return file_provider_proto_rawDescGZIP(), []int{5}
 }
 
 type Instance struct {
@@ -291,7 +376,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +388,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +401,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{5}
+	return file_provider_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Instance) GetId() string {
@@ -342,7 +427,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +439,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +452,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateResponse) GetInstances() []*Instance {
@@ -386,7 +471,7 @@ type IncreaseRequest struct {
 
 func (x *IncreaseRequest) Reset() {
 	*x = IncreaseRequest{}
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +483,7 @@ func (x *IncreaseRequest) String() string {
 func (*IncreaseRequest) ProtoMessage() {}
 
 func (x *IncreaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +496,7 @@ func (x *IncreaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncreaseRequest.ProtoReflect.Descriptor instead.
 func (*IncreaseRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *IncreaseRequest) GetN() int64 {
@@ -433,7 +518,7 @@ type IncreaseResponse struct {
 
 func (x *IncreaseResponse) Reset() {
 	*x = IncreaseResponse{}
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +530,7 @@ func (x *IncreaseResponse) String() string {
 func (*IncreaseResponse) ProtoMessage() {}
 
 func (x *IncreaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +543,7 @@ func (x *IncreaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncreaseResponse.ProtoReflect.Descriptor instead.
 func (*IncreaseResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IncreaseResponse) GetCreated() int64 {
@@ -484,7 +569,7 @@ type IDsRequest struct {
 
 func (x *IDsRequest) Reset() {
 	*x = IDsRequest{}
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +581,7 @@ func (x *IDsRequest) String() string {
 func (*IDsRequest) ProtoMessage() {}
 
 func (x *IDsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +594,7 @@ func (x *IDsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDsRequest.ProtoReflect.Descriptor instead.
 func (*IDsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IDsRequest) GetIds() []string {
@@ -531,7 +616,7 @@ type IDsResponse struct {
 
 func (x *IDsResponse) Reset() {
 	*x = IDsResponse{}
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +628,7 @@ func (x *IDsResponse) String() string {
 func (*IDsResponse) ProtoMessage() {}
 
 func (x *IDsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +641,7 @@ func (x *IDsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDsResponse.ProtoReflect.Descriptor instead.
 func (*IDsResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IDsResponse) GetAccepted() []string {
@@ -582,7 +667,7 @@ type InstanceRequest struct {
 
 func (x *InstanceRequest) Reset() {
 	*x = InstanceRequest{}
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +679,7 @@ func (x *InstanceRequest) String() string {
 func (*InstanceRequest) ProtoMessage() {}
 
 func (x *InstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +692,7 @@ func (x *InstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceRequest.ProtoReflect.Descriptor instead.
 func (*InstanceRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InstanceRequest) GetId() string {
@@ -635,7 +720,7 @@ type ConnectInfoResponse struct {
 
 func (x *ConnectInfoResponse) Reset() {
 	*x = ConnectInfoResponse{}
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +732,7 @@ func (x *ConnectInfoResponse) String() string {
 func (*ConnectInfoResponse) ProtoMessage() {}
 
 func (x *ConnectInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +745,7 @@ func (x *ConnectInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectInfoResponse.ProtoReflect.Descriptor instead.
 func (*ConnectInfoResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConnectInfoResponse) GetId() string {
@@ -717,13 +802,19 @@ var File_provider_proto protoreflect.FileDescriptor
 const file_provider_proto_rawDesc = "" +
 	"\n" +
 	"\x0eprovider.proto\x12\x11berth.provider.v1\"\a\n" +
-	"\x05Empty\"K\n" +
+	"\x05Empty\"e\n" +
 	"\vInitRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x1b\n" +
-	"\tstate_dir\x18\x02 \x01(\tR\bstateDir\"(\n" +
+	"\tstate_dir\x18\x02 \x01(\tR\bstateDir\x12\x18\n" +
+	"\aprivate\x18\x03 \x03(\tR\aprivate\"Z\n" +
 	"\fCapabilities\x12\x18\n" +
-	"\asuspend\x18\x01 \x01(\bR\asuspend\"\x98\x01\n" +
+	"\asuspend\x18\x01 \x01(\bR\asuspend\x12\x16\n" +
+	"\x06notify\x18\x02 \x01(\bR\x06notify\x12\x18\n" +
+	"\arecycle\x18\x03 \x01(\bR\arecycle\"4\n" +
+	"\fNotification\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"\x98\x01\n" +
 	"\fInitResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bmax_size\x18\x02 \x01(\x03R\amaxSize\x12\x18\n" +
@@ -756,7 +847,7 @@ const file_provider_proto_rawDesc = "" +
 	"\vprivate_key\x18\x05 \x01(\fR\n" +
 	"privateKey\x12\x0e\n" +
 	"\x02os\x18\x06 \x01(\tR\x02os\x12\x12\n" +
-	"\x04arch\x18\a \x01(\tR\x04arch2\xc0\x05\n" +
+	"\x04arch\x18\a \x01(\tR\x04arch2\xcf\x06\n" +
 	"\rInstanceGroup\x12G\n" +
 	"\x04Init\x12\x1e.berth.provider.v1.InitRequest\x1a\x1f.berth.provider.v1.InitResponse\x12M\n" +
 	"\x06Update\x12 .berth.provider.v1.UpdateRequest\x1a!.berth.provider.v1.UpdateResponse\x12S\n" +
@@ -766,7 +857,9 @@ const file_provider_proto_rawDesc = "" +
 	"\tHeartbeat\x12\".berth.provider.v1.InstanceRequest\x1a\x18.berth.provider.v1.Empty\x12H\n" +
 	"\aSuspend\x12\x1d.berth.provider.v1.IDsRequest\x1a\x1e.berth.provider.v1.IDsResponse\x12G\n" +
 	"\x06Resume\x12\x1d.berth.provider.v1.IDsRequest\x1a\x1e.berth.provider.v1.IDsResponse\x12>\n" +
-	"\bShutdown\x12\x18.berth.provider.v1.Empty\x1a\x18.berth.provider.v1.EmptyB%Z#github.com/berth-ci/berth/sdk/protob\x06proto3"
+	"\bShutdown\x12\x18.berth.provider.v1.Empty\x1a\x18.berth.provider.v1.Empty\x12G\n" +
+	"\aRecycle\x12\".berth.provider.v1.InstanceRequest\x1a\x18.berth.provider.v1.Empty\x12D\n" +
+	"\x05Watch\x12\x18.berth.provider.v1.Empty\x1a\x1f.berth.provider.v1.Notification0\x01B%Z#github.com/berth-ci/berth/sdk/protob\x06proto3"
 
 var (
 	file_provider_proto_rawDescOnce sync.Once
@@ -780,45 +873,50 @@ func file_provider_proto_rawDescGZIP() []byte {
 	return file_provider_proto_rawDescData
 }
 
-var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_provider_proto_goTypes = []any{
 	(*Empty)(nil),               // 0: berth.provider.v1.Empty
 	(*InitRequest)(nil),         // 1: berth.provider.v1.InitRequest
 	(*Capabilities)(nil),        // 2: berth.provider.v1.Capabilities
-	(*InitResponse)(nil),        // 3: berth.provider.v1.InitResponse
-	(*UpdateRequest)(nil),       // 4: berth.provider.v1.UpdateRequest
-	(*Instance)(nil),            // 5: berth.provider.v1.Instance
-	(*UpdateResponse)(nil),      // 6: berth.provider.v1.UpdateResponse
-	(*IncreaseRequest)(nil),     // 7: berth.provider.v1.IncreaseRequest
-	(*IncreaseResponse)(nil),    // 8: berth.provider.v1.IncreaseResponse
-	(*IDsRequest)(nil),          // 9: berth.provider.v1.IDsRequest
-	(*IDsResponse)(nil),         // 10: berth.provider.v1.IDsResponse
-	(*InstanceRequest)(nil),     // 11: berth.provider.v1.InstanceRequest
-	(*ConnectInfoResponse)(nil), // 12: berth.provider.v1.ConnectInfoResponse
+	(*Notification)(nil),        // 3: berth.provider.v1.Notification
+	(*InitResponse)(nil),        // 4: berth.provider.v1.InitResponse
+	(*UpdateRequest)(nil),       // 5: berth.provider.v1.UpdateRequest
+	(*Instance)(nil),            // 6: berth.provider.v1.Instance
+	(*UpdateResponse)(nil),      // 7: berth.provider.v1.UpdateResponse
+	(*IncreaseRequest)(nil),     // 8: berth.provider.v1.IncreaseRequest
+	(*IncreaseResponse)(nil),    // 9: berth.provider.v1.IncreaseResponse
+	(*IDsRequest)(nil),          // 10: berth.provider.v1.IDsRequest
+	(*IDsResponse)(nil),         // 11: berth.provider.v1.IDsResponse
+	(*InstanceRequest)(nil),     // 12: berth.provider.v1.InstanceRequest
+	(*ConnectInfoResponse)(nil), // 13: berth.provider.v1.ConnectInfoResponse
 }
 var file_provider_proto_depIdxs = []int32{
 	2,  // 0: berth.provider.v1.InitResponse.capabilities:type_name -> berth.provider.v1.Capabilities
-	5,  // 1: berth.provider.v1.UpdateResponse.instances:type_name -> berth.provider.v1.Instance
+	6,  // 1: berth.provider.v1.UpdateResponse.instances:type_name -> berth.provider.v1.Instance
 	1,  // 2: berth.provider.v1.InstanceGroup.Init:input_type -> berth.provider.v1.InitRequest
-	4,  // 3: berth.provider.v1.InstanceGroup.Update:input_type -> berth.provider.v1.UpdateRequest
-	7,  // 4: berth.provider.v1.InstanceGroup.Increase:input_type -> berth.provider.v1.IncreaseRequest
-	9,  // 5: berth.provider.v1.InstanceGroup.Decrease:input_type -> berth.provider.v1.IDsRequest
-	11, // 6: berth.provider.v1.InstanceGroup.ConnectInfo:input_type -> berth.provider.v1.InstanceRequest
-	11, // 7: berth.provider.v1.InstanceGroup.Heartbeat:input_type -> berth.provider.v1.InstanceRequest
-	9,  // 8: berth.provider.v1.InstanceGroup.Suspend:input_type -> berth.provider.v1.IDsRequest
-	9,  // 9: berth.provider.v1.InstanceGroup.Resume:input_type -> berth.provider.v1.IDsRequest
+	5,  // 3: berth.provider.v1.InstanceGroup.Update:input_type -> berth.provider.v1.UpdateRequest
+	8,  // 4: berth.provider.v1.InstanceGroup.Increase:input_type -> berth.provider.v1.IncreaseRequest
+	10, // 5: berth.provider.v1.InstanceGroup.Decrease:input_type -> berth.provider.v1.IDsRequest
+	12, // 6: berth.provider.v1.InstanceGroup.ConnectInfo:input_type -> berth.provider.v1.InstanceRequest
+	12, // 7: berth.provider.v1.InstanceGroup.Heartbeat:input_type -> berth.provider.v1.InstanceRequest
+	10, // 8: berth.provider.v1.InstanceGroup.Suspend:input_type -> berth.provider.v1.IDsRequest
+	10, // 9: berth.provider.v1.InstanceGroup.Resume:input_type -> berth.provider.v1.IDsRequest
 	0,  // 10: berth.provider.v1.InstanceGroup.Shutdown:input_type -> berth.provider.v1.Empty
-	3,  // 11: berth.provider.v1.InstanceGroup.Init:output_type -> berth.provider.v1.InitResponse
-	6,  // 12: berth.provider.v1.InstanceGroup.Update:output_type -> berth.provider.v1.UpdateResponse
-	8,  // 13: berth.provider.v1.InstanceGroup.Increase:output_type -> berth.provider.v1.IncreaseResponse
-	10, // 14: berth.provider.v1.InstanceGroup.Decrease:output_type -> berth.provider.v1.IDsResponse
-	12, // 15: berth.provider.v1.InstanceGroup.ConnectInfo:output_type -> berth.provider.v1.ConnectInfoResponse
-	0,  // 16: berth.provider.v1.InstanceGroup.Heartbeat:output_type -> berth.provider.v1.Empty
-	10, // 17: berth.provider.v1.InstanceGroup.Suspend:output_type -> berth.provider.v1.IDsResponse
-	10, // 18: berth.provider.v1.InstanceGroup.Resume:output_type -> berth.provider.v1.IDsResponse
-	0,  // 19: berth.provider.v1.InstanceGroup.Shutdown:output_type -> berth.provider.v1.Empty
-	11, // [11:20] is the sub-list for method output_type
-	2,  // [2:11] is the sub-list for method input_type
+	12, // 11: berth.provider.v1.InstanceGroup.Recycle:input_type -> berth.provider.v1.InstanceRequest
+	0,  // 12: berth.provider.v1.InstanceGroup.Watch:input_type -> berth.provider.v1.Empty
+	4,  // 13: berth.provider.v1.InstanceGroup.Init:output_type -> berth.provider.v1.InitResponse
+	7,  // 14: berth.provider.v1.InstanceGroup.Update:output_type -> berth.provider.v1.UpdateResponse
+	9,  // 15: berth.provider.v1.InstanceGroup.Increase:output_type -> berth.provider.v1.IncreaseResponse
+	11, // 16: berth.provider.v1.InstanceGroup.Decrease:output_type -> berth.provider.v1.IDsResponse
+	13, // 17: berth.provider.v1.InstanceGroup.ConnectInfo:output_type -> berth.provider.v1.ConnectInfoResponse
+	0,  // 18: berth.provider.v1.InstanceGroup.Heartbeat:output_type -> berth.provider.v1.Empty
+	11, // 19: berth.provider.v1.InstanceGroup.Suspend:output_type -> berth.provider.v1.IDsResponse
+	11, // 20: berth.provider.v1.InstanceGroup.Resume:output_type -> berth.provider.v1.IDsResponse
+	0,  // 21: berth.provider.v1.InstanceGroup.Shutdown:output_type -> berth.provider.v1.Empty
+	0,  // 22: berth.provider.v1.InstanceGroup.Recycle:output_type -> berth.provider.v1.Empty
+	3,  // 23: berth.provider.v1.InstanceGroup.Watch:output_type -> berth.provider.v1.Notification
+	13, // [13:24] is the sub-list for method output_type
+	2,  // [2:13] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
@@ -835,7 +933,7 @@ func file_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_proto_rawDesc), len(file_provider_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -5,6 +5,9 @@
 // porting one is mechanical: Init(settings) -> info, Update -> listing,
 // Increase(n) -> created, Decrease(ids) -> removed, ConnectInfo(id),
 // Heartbeat(id), Suspend/Resume(ids) (may be unsupported), Shutdown.
+// Recycle(id) and Watch were added within version 1: a plugin that does not
+// know them answers UNIMPLEMENTED and does not claim their capabilities,
+// which the host takes as "unsupported".
 //
 // Compatibility: fields are only ever added. A change that old hosts or old
 // plugins cannot understand gets a new protocol version (sdk.ProtocolVersion)
@@ -48,6 +51,8 @@ const (
 	InstanceGroup_Suspend_FullMethodName     = "/berth.provider.v1.InstanceGroup/Suspend"
 	InstanceGroup_Resume_FullMethodName      = "/berth.provider.v1.InstanceGroup/Resume"
 	InstanceGroup_Shutdown_FullMethodName    = "/berth.provider.v1.InstanceGroup/Shutdown"
+	InstanceGroup_Recycle_FullMethodName     = "/berth.provider.v1.InstanceGroup/Recycle"
+	InstanceGroup_Watch_FullMethodName       = "/berth.provider.v1.InstanceGroup/Watch"
 )
 
 // InstanceGroupClient is the client API for InstanceGroup service.
@@ -65,6 +70,18 @@ type InstanceGroupClient interface {
 	Suspend(ctx context.Context, in *IDsRequest, opts ...grpc.CallOption) (*IDsResponse, error)
 	Resume(ctx context.Context, in *IDsRequest, opts ...grpc.CallOption) (*IDsResponse, error)
 	Shutdown(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// Recycle resets an instance between two jobs (kills what the last job
+	// left running, wipes its temporary files and home) and returns once the
+	// reset is complete. UNIMPLEMENTED when the group cannot recycle;
+	// capabilities.recycle says whether it can.
+	Recycle(ctx context.Context, in *InstanceRequest, opts ...grpc.CallOption) (*Empty, error)
+	// Watch streams a notification whenever an instance changes state, at
+	// least for every instance that becomes running, and only once Update
+	// would list it so. It is a hint: the host lists the group on each
+	// notification and keeps listing periodically, so a lost stream costs
+	// latency only. UNIMPLEMENTED when the group cannot notify;
+	// capabilities.notify says whether it can.
+	Watch(ctx context.Context, in *Empty, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Notification], error)
 }
 
 type instanceGroupClient struct {
@@ -165,6 +182,35 @@ func (c *instanceGroupClient) Shutdown(ctx context.Context, in *Empty, opts ...g
 	return out, nil
 }
 
+func (c *instanceGroupClient) Recycle(ctx context.Context, in *InstanceRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, InstanceGroup_Recycle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *instanceGroupClient) Watch(ctx context.Context, in *Empty, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Notification], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &InstanceGroup_ServiceDesc.Streams[0], InstanceGroup_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[Empty, Notification]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type InstanceGroup_WatchClient = grpc.ServerStreamingClient[Notification]
+
 // InstanceGroupServer is the server API for InstanceGroup service.
 // All implementations must embed UnimplementedInstanceGroupServer
 // for forward compatibility.
@@ -180,6 +226,18 @@ type InstanceGroupServer interface {
 	Suspend(context.Context, *IDsRequest) (*IDsResponse, error)
 	Resume(context.Context, *IDsRequest) (*IDsResponse, error)
 	Shutdown(context.Context, *Empty) (*Empty, error)
+	// Recycle resets an instance between two jobs (kills what the last job
+	// left running, wipes its temporary files and home) and returns once the
+	// reset is complete. UNIMPLEMENTED when the group cannot recycle;
+	// capabilities.recycle says whether it can.
+	Recycle(context.Context, *InstanceRequest) (*Empty, error)
+	// Watch streams a notification whenever an instance changes state, at
+	// least for every instance that becomes running, and only once Update
+	// would list it so. It is a hint: the host lists the group on each
+	// notification and keeps listing periodically, so a lost stream costs
+	// latency only. UNIMPLEMENTED when the group cannot notify;
+	// capabilities.notify says whether it can.
+	Watch(*Empty, grpc.ServerStreamingServer[Notification]) error
 	mustEmbedUnimplementedInstanceGroupServer()
 }
 
@@ -216,6 +274,12 @@ func (UnimplementedInstanceGroupServer) Resume(context.Context, *IDsRequest) (*I
 }
 func (UnimplementedInstanceGroupServer) Shutdown(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Shutdown not implemented")
+}
+func (UnimplementedInstanceGroupServer) Recycle(context.Context, *InstanceRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Recycle not implemented")
+}
+func (UnimplementedInstanceGroupServer) Watch(*Empty, grpc.ServerStreamingServer[Notification]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedInstanceGroupServer) mustEmbedUnimplementedInstanceGroupServer() {}
 func (UnimplementedInstanceGroupServer) testEmbeddedByValue()                       {}
@@ -400,6 +464,35 @@ func _InstanceGroup_Shutdown_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InstanceGroup_Recycle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InstanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InstanceGroupServer).Recycle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InstanceGroup_Recycle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InstanceGroupServer).Recycle(ctx, req.(*InstanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InstanceGroup_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(Empty)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(InstanceGroupServer).Watch(m, &grpc.GenericServerStream[Empty, Notification]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type InstanceGroup_WatchServer = grpc.ServerStreamingServer[Notification]
+
 // InstanceGroup_ServiceDesc is the grpc.ServiceDesc for InstanceGroup service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -443,7 +536,17 @@ var InstanceGroup_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Shutdown",
 			Handler:    _InstanceGroup_Shutdown_Handler,
 		},
+		{
+			MethodName: "Recycle",
+			Handler:    _InstanceGroup_Recycle_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _InstanceGroup_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "provider.proto",
 }

@@ -1,0 +1,119 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-ci/berth/sdk"
+)
+
+// resettable is a pool that also recycles and notifies, as the local
+// provider does.
+type resettable struct {
+	pool
+	mu       sync.Mutex
+	recycled []string
+	fn       func(string, sdk.State)
+}
+
+func (r *resettable) Init(ctx context.Context, s sdk.Settings) (sdk.Info, error) {
+	if strings.Join(s.Private, " ") != "/etc/berth" {
+		return sdk.Info{}, errors.New("private paths did not arrive: " + strings.Join(s.Private, " "))
+	}
+	info, err := r.pool.Init(ctx, s)
+	info.Capabilities.Notify, info.Capabilities.Recycle = true, true
+	return info, err
+}
+
+func (r *resettable) Recycle(_ context.Context, id string) error {
+	if id != "a-1" {
+		return errors.New("no instance " + id)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recycled = append(r.recycled, id)
+	return nil
+}
+
+func (r *resettable) Notify(fn func(string, sdk.State)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fn = fn
+}
+
+func (r *resettable) emit(id string, s sdk.State) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fn == nil {
+		return false
+	}
+	r.fn(id, s)
+	return true
+}
+
+func TestRecycleAndWatchCrossTheProtocol(t *testing.T) {
+	g := &resettable{}
+	c := connect(t, g)
+	ctx := context.Background()
+	info, err := c.Init(ctx, sdk.Settings{Config: []byte(`{"zone":"a"}`), StateDir: "/state", Private: []string{"/etc/berth"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Capabilities.Notify || !info.Capabilities.Recycle {
+		t.Errorf("Info.Capabilities = %+v; want notify and recycle, which the group claims and implements", info.Capabilities)
+	}
+	if err := c.Recycle(ctx, "a-1"); err != nil {
+		t.Errorf("Recycle(a-1) = %v", err)
+	}
+	if err := c.Recycle(ctx, "zz"); err == nil || err.Error() != "no instance zz" {
+		t.Errorf("Recycle(zz) = %v; want the group's error as it is", err)
+	}
+	if strings.Join(g.recycled, " ") != "a-1" {
+		t.Errorf("the group recycled %v; want a-1", g.recycled)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	got := make(chan string, 10)
+	done := make(chan error, 1)
+	go func() { done <- c.Watch(wctx, func(id string, s sdk.State) { got <- id + "=" + string(s) }) }()
+	// The stream registers with the group once it is open.
+	deadline := time.Now().Add(30 * time.Second)
+	for !g.emit("a-2", sdk.StateRunning) {
+		if time.Now().After(deadline) {
+			t.Fatal("Watch never registered with the group's Notify")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := <-got; n != "a-2=running" {
+		t.Errorf("notification = %q; want a-2=running", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Watch ended by its context = %v; want nil", err)
+	}
+}
+
+// TestWithoutTheCapabilitiesCallsAreUnsupported: a group that implements
+// neither Recycler nor Notifier answers UNIMPLEMENTED, exactly as a plugin
+// built before the two calls existed does; the client names that.
+func TestWithoutTheCapabilitiesCallsAreUnsupported(t *testing.T) {
+	c := connect(t, &pool{})
+	ctx := context.Background()
+	info, err := c.Init(ctx, sdk.Settings{Config: []byte(`{"zone":"a"}`), StateDir: "/state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Capabilities.Notify || info.Capabilities.Recycle {
+		t.Errorf("Info.Capabilities = %+v; want neither notify nor recycle", info.Capabilities)
+	}
+	if err := c.Recycle(ctx, "a-1"); !errors.Is(err, sdk.ErrRecycleUnsupported) {
+		t.Errorf("Recycle on a group without the capability = %v; want ErrRecycleUnsupported", err)
+	}
+	if err := c.Watch(ctx, func(string, sdk.State) { t.Error("notification from a group that cannot notify") }); !errors.Is(err, sdk.ErrNotifyUnsupported) {
+		t.Errorf("Watch on a group without the capability = %v; want ErrNotifyUnsupported", err)
+	}
+}
