@@ -64,6 +64,10 @@ type Config struct {
 	CanSuspend bool
 	// EnvTTL is how long a suspended environment is kept (default 7 days).
 	EnvTTL time.Duration
+	// EnvEvictAfter lets a refused Reserve evict the oldest parked
+	// environment parked at least this long when parked environments hold
+	// every instance (see parked.go); 0 never evicts.
+	EnvEvictAfter time.Duration
 	// DeleteUnknown deletes instances the provider lists but berth does not
 	// know, instead of adopting them.
 	DeleteUnknown bool
@@ -225,6 +229,7 @@ type Scaler struct {
 	dirty   bool
 	refused map[string]int
 	granted int // reservations granted since start, for metrics
+	stopped bool // Shutdown was called: no more scale-up (shutdown.go)
 }
 
 // New returns a core with no instances, at time now.
@@ -423,6 +428,7 @@ func (s *Scaler) Reserve(key string) error {
 	if p.Preemptive {
 		if len(s.free) == 0 {
 			s.refused["no_idle_slot"]++
+			s.relieveParked()
 			return &NoCapacityError{Reason: "no_idle_slot", Detail: fmt.Sprintf(
 				"preemptive mode books only idle slots on ready instances; in_use=%d ready=%d", len(s.res), s.byPhase[phaseReady])}
 		}
@@ -430,6 +436,7 @@ func (s *Scaler) Reserve(key string) error {
 		limit := (s.cfg.MaxInstances - s.heldInstances()) * s.cfg.CapacityPerInstance
 		if len(s.res) >= limit {
 			s.refused["max_instances"]++
+			s.relieveParked()
 			return &NoCapacityError{Reason: "max_instances", Detail: fmt.Sprintf(
 				"in_use=%d limit=%d (max_instances=%d suspended=%d capacity_per_instance=%d)",
 				len(s.res), limit, s.cfg.MaxInstances, s.heldInstances(), s.cfg.CapacityPerInstance)}
@@ -1214,7 +1221,7 @@ func (s *Scaler) scaleUp() {
 	desired := ceilDiv(inUse+idleTarget, s.cfg.CapacityPerInstance)
 	have := s.current()
 	want := min(desired-have, s.cfg.MaxInstances-s.Total())
-	if want <= 0 || s.now.Before(s.hookPauseTo) {
+	if want <= 0 || s.now.Before(s.hookPauseTo) || s.stopped {
 		return
 	}
 	tokens := int(s.throttle.TokensAt(s.now))
