@@ -41,6 +41,7 @@ const (
 	DefaultMaxInstances           = 10
 	DefaultInstanceAcquireTimeout = 15 * time.Minute
 	DefaultEnvironmentTTL         = 168 * time.Hour
+	DefaultEnvironmentEvictAfter  = time.Hour
 	DefaultHeartbeatInterval      = 30 * time.Second
 	DefaultFailureThreshold       = 3
 	DefaultScaleThrottleLimit     = 100
@@ -160,6 +161,11 @@ type Autoscaler struct {
 	// before its instance is deleted. It must be positive: an environment
 	// kept for ever pins an instance for ever.
 	EnvironmentTTL time.Duration
+	// EnvironmentEvictAfter: when parked environments hold every instance
+	// max_instances allows and a plain job waits, the environment parked
+	// longest is deleted once it has been parked this long, so plain jobs
+	// do not wait until environment_ttl. 0 never evicts.
+	EnvironmentEvictAfter time.Duration
 	// HeartbeatInterval is how often ready instances are health-checked; 0
 	// disables heartbeats.
 	HeartbeatInterval time.Duration
@@ -219,6 +225,7 @@ func Default() *Config {
 			InstanceAcquireTimeout: DefaultInstanceAcquireTimeout,
 			UnknownInstances:       UnknownInstancesAdopt,
 			EnvironmentTTL:         DefaultEnvironmentTTL,
+			EnvironmentEvictAfter:  DefaultEnvironmentEvictAfter,
 			HeartbeatInterval:      DefaultHeartbeatInterval,
 			FailureThreshold:       DefaultFailureThreshold,
 			ScaleThrottle:          ScaleThrottle{Limit: DefaultScaleThrottleLimit, Burst: DefaultScaleThrottleBurst},

@@ -205,6 +205,9 @@ func (c *Config) checkAutoscaler(k *checker) {
 	if a.EnvironmentTTL <= 0 {
 		k.fail(p+"environment_ttl", a.EnvironmentTTL, `must be positive, e.g. "168h": a suspended environment kept for ever would hold its instance for ever`)
 	}
+	if a.EnvironmentEvictAfter < 0 {
+		k.fail(p+"environment_evict_after", a.EnvironmentEvictAfter, `must be "0s" (never evict a parked environment) or positive, e.g. "1h"`)
+	}
 	if a.HeartbeatInterval < 0 {
 		k.fail(p+"heartbeat_interval", a.HeartbeatInterval, `must be "0s" (no heartbeats) or positive, e.g. "30s"`)
 	}

@@ -128,6 +128,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		FailureThreshold:    as.FailureThreshold,
 		CanSuspend:          m.info.Capabilities.Suspend,
 		EnvTTL:              as.EnvironmentTTL,
+		EnvEvictAfter:       as.EnvironmentEvictAfter,
 		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
 		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
 	}
@@ -315,9 +316,13 @@ func newKey(prefix string) string {
 }
 
 // jobLoop books a slot, then asks src for a job. A job is never taken
-// without a booking (DESIGN.md, failure 1).
+// without a booking (DESIGN.md, failure 1), with one exception: a job that
+// resumes a parked environment is served by that environment's own slot, so
+// it is taken first and needs none. Without that, parked environments that
+// hold every instance would keep their own resumes waiting for ever (issue 9).
 func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 	waiter, _ := src.(jobsource.Waiter)
+	resumer, _ := src.(jobsource.Resumer)
 	idle := time.Second
 	if g, ok := src.(*gitlab.Source); ok {
 		idle = g.CheckInterval()
@@ -328,14 +333,22 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 				return
 			}
 		}
+		var srcChanged <-chan struct{}
+		if resumer != nil {
+			srcChanged = resumer.Changed()
+			if m.takeResumeJob(ctx, jobCtx, resumer) {
+				continue
+			}
+		}
 		changed := m.fleet.Changed()
 		key := newKey("job-")
 		if err := m.fleet.Reserve(key); err != nil {
 			if !errors.Is(err, scaler.ErrNoCapacity) {
 				m.log.Error("reserve failed", "err", err)
 			}
-			select { // wait for capacity to change; the ticker bounds the wait
+			select { // wait for capacity or the jobs to change; the timer bounds the wait
 			case <-changed:
+			case <-srcChanged:
 			case <-time.After(5 * time.Second):
 			case <-ctx.Done():
 			}
@@ -355,12 +368,35 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			}
 			continue
 		}
-		m.jobs.Add(1)
-		go func() {
-			defer m.jobs.Done()
-			m.runJob(jobCtx, key, job)
-		}()
+		m.startJob(jobCtx, key, job)
 	}
+}
+
+// takeResumeJob starts the oldest queued job that resumes an environment no
+// other job is resuming, and reports whether it started one. Resume either
+// gets the environment's own slot or fails at once (unknown, expired or lost
+// environment), so the job never waits on capacity.
+func (m *Manager) takeResumeJob(ctx, jobCtx context.Context, src jobsource.Resumer) bool {
+	job, err := src.RequestResume(ctx, func(envKey string) bool { return !m.fleet.EnvBusy(envKey) })
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("resume job request failed", "err", err)
+		}
+		return false
+	}
+	if job == nil {
+		return false
+	}
+	m.startJob(jobCtx, newKey("job-"), job)
+	return true
+}
+
+func (m *Manager) startJob(jobCtx context.Context, key string, job jobsource.Job) {
+	m.jobs.Add(1)
+	go func() {
+		defer m.jobs.Done()
+		m.runJob(jobCtx, key, job)
+	}()
 }
 
 // envState is the opaque state saved with a parked environment.
@@ -388,7 +424,9 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 	var acq fleet.Acquisition
 	var err error
 	if spec.ResumeKey != "" {
-		_ = m.fleet.Unreserve(key) // the environment's own slot is the booking
+		// The environment's own slot is the booking; a job taken by
+		// takeResumeJob holds none, and Unreserve then has nothing to do.
+		_ = m.fleet.Unreserve(key)
 		if err = m.checkEnvKey(spec.ResumeKey); err == nil {
 			acq, err = m.fleet.Resume(acqCtx, spec.ResumeKey, key)
 		}

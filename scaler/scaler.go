@@ -228,7 +228,7 @@ type Scaler struct {
 	actions []Action
 	dirty   bool
 	refused map[string]int
-	granted int // reservations granted since start, for metrics
+	granted int  // reservations granted since start, for metrics
 	stopped bool // Shutdown was called: no more scale-up (shutdown.go)
 }
 

@@ -298,6 +298,15 @@ func (q *Queue) storeError(what string, err error) error {
 // Request takes the oldest queued job and marks it running. It never blocks:
 // with no queued job it returns (nil, nil) at once; use WaitForJobs to wait.
 func (q *Queue) Request(ctx context.Context) (jobsource.Job, error) {
+	return q.take(ctx, func(c *bolt.Cursor) []byte {
+		k, _ := c.First()
+		return k
+	})
+}
+
+// take marks the queued job that pick chooses (nil: none) running and hands
+// it out. pick runs inside the write transaction.
+func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte) (jobsource.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -310,7 +319,7 @@ func (q *Queue) Request(ctx context.Context) (jobsource.Job, error) {
 	var key []byte
 	err := q.db.Update(func(tx *bolt.Tx) error {
 		queued := tx.Bucket(bucketQueued)
-		k, _ := queued.Cursor().First()
+		k := pick(queued.Cursor())
 		if k == nil {
 			return nil
 		}
