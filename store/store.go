@@ -18,6 +18,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/berth-ci/berth/internal/boltfile"
 	"github.com/berth-ci/berth/scaler"
 )
 
@@ -62,6 +63,14 @@ func Open(path string) (*Bolt, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory for %s: %w", path, err)
 	}
+	// Look before bbolt writes: opened read-write, bbolt initialises a
+	// 0-byte file as empty, dies with SIGBUS on a truncated one and panics
+	// on a damaged freelist, after writing to it (issue 9).
+	if err := boltfile.Check(path); errors.Is(err, boltfile.ErrLocked) {
+		return nil, fmt.Errorf("open state file %s: %w; stop the other berth or use another --state-dir", path, ErrLocked)
+	} else if err != nil {
+		return nil, boltfile.Refuse(err, filepath.Dir(path), LoseWithoutState)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open state file %s: %w; stop the other berth or use another --state-dir", path, ErrLocked)
@@ -99,8 +108,19 @@ func Open(path string) (*Bolt, error) {
 		db.Close()
 		return nil, corrupt(path, err)
 	}
+	// The file just passed the check: keep it as the last good copy.
+	if err := b.Backup(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w; free disk space in %s, or pass another --state-dir", err, filepath.Dir(path))
+	}
 	return b, nil
 }
+
+// LoseWithoutState says what starting without state.db loses, for messages.
+const LoseWithoutState = "the instances berth created (they would be adopted or deleted by autoscaler.unknown_instances) and every parked environment"
+
+// Backup writes the last good copy, state.db.bak (see `berth state restore`).
+func (b *Bolt) Backup() error { return boltfile.Backup(b.db, b.path) }
 
 func corrupt(path string, err error) error {
 	return fmt.Errorf("state file %s is unreadable: %w; berth refuses to start rather than forget its instances and suspended environments: restore the file from a backup, or move it aside to start with an empty state (listed instances are then adopted or deleted by autoscaler.unknown_instances)", path, err)
@@ -226,5 +246,11 @@ func replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) er
 	return nil
 }
 
-// Close closes the file.
-func (b *Bolt) Close() error { return b.db.Close() }
+// Close writes the last good copy and closes the file.
+func (b *Bolt) Close() error {
+	berr := b.Backup()
+	if err := b.db.Close(); err != nil {
+		return err
+	}
+	return berr
+}
