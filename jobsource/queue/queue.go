@@ -122,6 +122,9 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("open queue %s: create log directory: %w", dir, err)
 	}
 	path := filepath.Join(dir, "queue.db")
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, MaxSize: o.maxDBSize})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
@@ -142,6 +145,10 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	if err := q.recover(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open queue %s: %w", path, err)
+	}
+	if err := q.Backup(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	for _, j := range q.interrupted {
 		q.appendNote(j.ID, RestartReason)
@@ -229,10 +236,11 @@ func (q *Queue) Close() error {
 	for _, j := range live {
 		j.closeLog()
 	}
+	berr := q.Backup()
 	if err := q.db.Close(); err != nil {
 		return fmt.Errorf("close queue %s: %w", q.dir, err)
 	}
-	return nil
+	return berr
 }
 
 // Submit validates req and queues it. A *RequestError means the request is
