@@ -45,6 +45,10 @@ type Options struct {
 	Version string
 	// Ready, if set, receives the HTTP address once the server listens.
 	Ready chan<- string
+	// BackupInterval is how often the last good copies state.db.bak and
+	// queue.db.bak are rewritten (default 5m); they are also written at
+	// start and at a clean stop.
+	BackupInterval time.Duration
 }
 
 // source is a job source and how many requests may be in flight to it.
@@ -79,6 +83,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	}
 	if opts.UpdateInterval <= 0 {
 		opts.UpdateInterval = 2 * time.Second
+	}
+	if opts.BackupInterval <= 0 {
+		opts.BackupInterval = 5 * time.Minute
 	}
 	m := &Manager{cfg: cfg, opts: opts, log: log, runner: &executor.Runner{Logger: log}}
 	defer func() {
@@ -258,6 +265,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	fleetDone := make(chan struct{})
 	go func() { m.fleet.Run(fleetCtx); close(fleetDone) }()
+	backupDone := make(chan struct{})
+	go func() { m.backups(ctx); close(backupDone) }()
 
 	// Jobs run on their own context, so a stop signal does not kill them at once.
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
@@ -273,6 +282,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	<-ctx.Done()
 	m.log.Info("stopping: taking no new jobs", "grace", m.opts.ShutdownGrace)
 	loops.Wait()
+	<-backupDone
 	done := make(chan struct{})
 	go func() { m.jobs.Wait(); close(done) }()
 	select {
@@ -297,15 +307,40 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
+// backups rewrites the last good copies of state.db and queue.db until ctx
+// is done, so that restoring one loses at most BackupInterval of changes.
+func (m *Manager) backups(ctx context.Context) {
+	t := time.NewTicker(m.opts.BackupInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := m.store.Backup(); err != nil {
+			m.log.Warn("cannot write the last good copy of the state; the previous one stays", "err", err)
+		}
+		if err := m.queue.Backup(); err != nil {
+			m.log.Warn("cannot write the last good copy of the queue; the previous one stays", "err", err)
+		}
+	}
+}
+
 func (m *Manager) close(ctx context.Context) {
+	// Closing the files also writes their last good copies.
 	if m.queue != nil {
-		m.queue.Close()
+		if err := m.queue.Close(); err != nil {
+			m.log.Warn("close the queue", "err", err)
+		}
 	}
 	if m.prov != nil {
 		_ = m.prov.Shutdown(ctx)
 	}
 	if m.store != nil {
-		m.store.Close()
+		if err := m.store.Close(); err != nil {
+			m.log.Warn("close the state file", "err", err)
+		}
 	}
 }
 

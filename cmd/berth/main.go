@@ -32,6 +32,7 @@ func main() {
 		newLogsCmd(),
 		newInstancesCmd(),
 		newBenchCmd(),
+		newStateCmd(),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print berth's version",
