@@ -186,6 +186,17 @@ func (c *Config) checkAutoscaler(k *checker) {
 	const p = "autoscaler."
 	if !providerName.MatchString(a.Provider) {
 		k.fail(p+"provider", a.Provider, `must be "local", "sim" or a plugin NAME (binary berth-provider-NAME): letters, digits, "-", "_" or "."`)
+	} else if c.providerCheck != nil {
+		for _, pr := range c.providerCheck(a.Provider, a.ProviderConfig) {
+			switch {
+			case pr.Name:
+				k.fail(p+"provider", a.Provider, "%s", pr.Message)
+			case pr.Key == "":
+				k.fail(p+"provider_config", nil, "%s", pr.Message)
+			default:
+				k.fail(p+"provider_config."+pr.Key, nil, "%s", pr.Message)
+			}
+		}
 	}
 	if a.CapacityPerInstance < 1 {
 		k.fail(p+"capacity_per_instance", a.CapacityPerInstance, "must be at least 1")
@@ -225,6 +236,14 @@ func (c *Config) checkAutoscaler(k *checker) {
 	}
 	if len(a.Policies) == 0 {
 		k.fail(p+"policy", nil, "no policy period; remove the key to use the default, or add one [[autoscaler.policy]]")
+	}
+	if c.origin != nil && len(c.origin.policyPaths) == 1 && c.origin.policyPaths[0] == p+"policy" {
+		// TOML makes [autoscaler.policy] one table, [[autoscaler.policy]] an
+		// array of them. One table is unambiguous, so berth accepts it, but
+		// says so: a second [autoscaler.policy] below it would be a TOML
+		// error, and readers of the docs expect double brackets.
+		k.warn(p+"policy", nil, "written as a single table [autoscaler.policy]: berth reads it as one policy period that applies at all times it lists; "+
+			"write [[autoscaler.policy]] (double brackets) to be able to add more periods")
 	}
 	slots := a.MaxInstances * a.CapacityPerInstance
 	for i, per := range a.Policies {
