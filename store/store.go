@@ -19,6 +19,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/berth-ci/berth/internal/boltfile"
+	"github.com/berth-ci/berth/internal/diskfull"
 	"github.com/berth-ci/berth/scaler"
 )
 
@@ -71,12 +72,15 @@ func Open(path string) (*Bolt, error) {
 	} else if err != nil {
 		return nil, boltfile.Refuse(err, filepath.Dir(path), LoseWithoutState)
 	}
+	if err := boltfile.Create(path); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open state file %s: %w; stop the other berth or use another --state-dir", path, ErrLocked)
 	}
 	if err != nil {
-		return nil, corrupt(path, err)
+		return nil, openError(path, err)
 	}
 	b := &Bolt{db: db, path: path}
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -106,12 +110,12 @@ func Open(path string) (*Bolt, error) {
 	})
 	if err != nil {
 		db.Close()
-		return nil, corrupt(path, err)
+		return nil, openError(path, err)
 	}
 	// The file just passed the check: keep it as the last good copy.
 	if err := b.Backup(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%w; free disk space in %s, or pass another --state-dir", err, filepath.Dir(path))
+		return nil, openError(path, err)
 	}
 	return b, nil
 }
@@ -121,6 +125,15 @@ const LoseWithoutState = "the instances berth created (they would be adopted or 
 
 // Backup writes the last good copy, state.db.bak (see `berth state restore`).
 func (b *Bolt) Backup() error { return boltfile.Backup(b.db, b.path) }
+
+// openError explains a failure to open or initialise the state file. A full
+// disk is said to be one, with where: it is not damage, and nothing is lost.
+func openError(path string, err error) error {
+	if full := diskfull.Explain(filepath.Dir(path), err); full != nil {
+		return full
+	}
+	return corrupt(path, err)
+}
 
 func corrupt(path string, err error) error {
 	return fmt.Errorf("state file %s is unreadable: %w; berth refuses to start rather than forget its instances and suspended environments: restore the file from a backup, or move it aside to start with an empty state (listed instances are then adopted or deleted by autoscaler.unknown_instances)", path, err)

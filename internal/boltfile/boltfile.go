@@ -25,6 +25,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/berth-ci/berth/internal/diskfull"
 )
 
 // BackupSuffix names the last good copy of a file: state.db.bak.
@@ -438,4 +440,38 @@ func writeSync(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Create makes an empty bbolt file at path if there is none, through a
+// temporary file and a rename: bbolt would create path itself and write its
+// first pages afterwards, so a full disk would leave a 0-byte file behind,
+// which the next start must refuse as damaged.
+func Create(path string) error {
+	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	tmp := path + ".new"
+	os.Remove(tmp)
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second})
+	if err == nil {
+		err = db.Close()
+	}
+	if err == nil {
+		var f *os.File
+		if f, err = os.Open(tmp); err == nil {
+			err = f.Sync()
+			f.Close()
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		if full := diskfull.Explain(filepath.Dir(path), err); full != nil {
+			return full
+		}
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ func checkFile(path string) error {
 		// queue.db lives in STATE_DIR/queue/.
 		return boltfile.Refuse(err, filepath.Dir(filepath.Dir(path)), LoseWithoutQueue)
 	}
-	return nil
+	return boltfile.Create(path)
 }
 
 // Backup writes the last good copy of the queue, queue.db.bak. Open writes
