@@ -39,9 +39,12 @@ func TestSimulation(t *testing.T) {
 	if *simSteps > 0 {
 		steps = *simSteps
 	}
+	var total simTotals
+	defer func() { total.report(t, seeds, steps) }()
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			w := newWorld(t, uint64(seed))
+			defer total.add(w)
 			for i := 0; i < steps; i++ {
 				w.step(i)
 				if t.Failed() {
@@ -106,6 +109,33 @@ type world struct {
 
 	// counters for the summary and for I2
 	taken, done, lostByProvider, refused int
+	// crashes counts injected manager crashes (each followed by a restart
+	// from the store); midActions those that hit between persisting a
+	// decision and carrying out all of its provider calls; storesLost those
+	// that also lost the store.
+	crashes, midActions, storesLost int
+}
+
+// simTotals adds up what the seeds of one run injected and saw, so that a
+// run reports how many crashes its invariants survived.
+type simTotals struct {
+	worlds, crashes, midActions, storesLost, taken, done, lostByProvider, refused int
+}
+
+func (s *simTotals) add(w *world) {
+	s.worlds++
+	s.crashes += w.crashes
+	s.midActions += w.midActions
+	s.storesLost += w.storesLost
+	s.taken += w.taken
+	s.done += w.done
+	s.lostByProvider += w.lostByProvider
+	s.refused += w.refused
+}
+
+func (s *simTotals) report(t *testing.T, seeds, steps int) {
+	t.Logf("simulation: %d seeds × %d steps; injected %d manager crashes (%d between a saved decision and its provider calls, %d with the store lost); jobs taken %d, finished %d, lost by the provider %d; bookings refused %d",
+		s.worlds, steps, s.crashes, s.midActions, s.storesLost, s.taken, s.done, s.lostByProvider, s.refused)
 }
 
 func newWorld(t *testing.T, seed uint64) *world {
@@ -492,6 +522,10 @@ func (w *world) allListed() bool {
 }
 
 func (w *world) crash(storeLost bool) {
+	w.crashes++
+	if storeLost {
+		w.storesLost++
+	}
 	w.inCrash = true
 	defer func() { w.inCrash = false }()
 	var st scaler.State // nothing persisted yet: a first start
@@ -570,6 +604,7 @@ func (w *world) apply() {
 				w.act(a)
 			}
 			w.logf("crash after %d of %d actions", cut, len(acts))
+			w.midActions++
 			panic(crashNow{}) // unwinds the job loop that was running; see step
 		}
 		for _, a := range acts {
