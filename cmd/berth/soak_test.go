@@ -79,9 +79,15 @@ idle_time = "20s"
 	if maxSeen > maxInstances || maxDirs > maxInstances {
 		t.Errorf("max_instances = %d exceeded: berth listed up to %d instances, %d sandbox directories existed at once", maxInstances, maxSeen, maxDirs)
 	}
-	var ok, failed int
+	var ok, failed, resumes, resumesOK int
 	reasons := map[string]int{}
 	for _, j := range jobs {
+		if j.Resume != "" {
+			resumes++
+			if j.State == api.JobSuccess {
+				resumesOK++
+			}
+		}
 		if j.State == api.JobSuccess {
 			ok++
 		} else {
@@ -89,8 +95,8 @@ idle_time = "20s"
 			reasons[shortReason(j.Reason)]++
 		}
 	}
-	t.Logf("soak: %d cycles (%d kill -9) in %s; %d jobs: %d succeeded, %d failed %v; %d environments parked, %d resumed with their files at the end; max instances seen %d (sandbox dirs %d) over %d samples, max_instances %d",
-		cycles, s.kills, killed.Round(time.Second), len(jobs), ok, failed, reasons, s.parked, resumed, maxSeen, maxDirs, samples, maxInstances)
+	t.Logf("soak: %d cycles (%d kill -9) in %s; %d jobs: %d succeeded, %d failed %v; %d parked an environment, %d resumed one (%d succeeded), %d still parked resumed with their files at the end; max instances seen %d (sandbox dirs %d) over %d samples, max_instances %d",
+		cycles, s.kills, killed.Round(time.Second), len(jobs), ok, failed, reasons, s.parked, resumes, resumesOK, resumed, maxSeen, maxDirs, samples, maxInstances)
 }
 
 type soakJob struct {
