@@ -8,6 +8,3 @@ func (s *Scaler) Shutdown(reason Reason) {
 	s.stopped = true
 	s.DeleteAll(reason)
 }
-
-// Stopped reports whether Shutdown was called.
-func (s *Scaler) Stopped() bool { return s.stopped }

@@ -307,10 +307,12 @@ func walk(db *bolt.DB) string {
 }
 
 // Backup writes a consistent copy of db to path+BackupSuffix (through a
-// temporary file and a rename, so the previous copy survives a failure).
+// temporary file and a rename, so the previous copy survives a failure). The
+// temporary file has a fixed name, so a crash in the middle leaves at most
+// one behind, reused next time. Only the process holding db calls it.
 func Backup(db *bolt.DB, path string) error {
 	dst := path + BackupSuffix
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(dst)+".tmp*")
+	tmp, err := os.OpenFile(dst+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("back up %s: %w", path, err)
 	}
