@@ -63,6 +63,8 @@ keeps the damaged one as FILE.damaged-TIME.`,
 					err := boltfile.Check(p)
 					var ce *boltfile.CorruptError
 					switch {
+					case err == nil && !exists(p):
+						fmt.Fprintf(out, "missing  %s\n", p)
 					case err == nil:
 						fmt.Fprintf(out, "ok       %s\n", p)
 					case errors.Is(err, boltfile.ErrLocked):
