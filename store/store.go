@@ -53,9 +53,10 @@ var ErrLocked = errors.New("state file is locked by another berth process")
 
 // Bolt is a Store in a bbolt file.
 type Bolt struct {
-	db   *bolt.DB
-	path string
-	id   string
+	db     *bolt.DB
+	path   string
+	id     string
+	backup *boltfile.Backer
 }
 
 // Open opens or creates the state file at path. An unreadable or corrupt
@@ -82,7 +83,7 @@ func Open(path string) (*Bolt, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	b := &Bolt{db: db, path: path}
+	b := &Bolt{db: db, path: path, backup: boltfile.NewBacker(db, path)}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
@@ -124,7 +125,8 @@ func Open(path string) (*Bolt, error) {
 const LoseWithoutState = "the instances berth created (they would be adopted or deleted by autoscaler.unknown_instances) and every parked environment"
 
 // Backup writes the last good copy, state.db.bak (see `berth state restore`).
-func (b *Bolt) Backup() error { return boltfile.Backup(b.db, b.path) }
+// It writes nothing when nothing changed since the last copy.
+func (b *Bolt) Backup() error { return b.backup.Backup() }
 
 // openError explains a failure to open or initialise the state file. A full
 // disk is said to be one, with where: it is not damage, and nothing is lost.

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -311,16 +312,17 @@ func walk(db *bolt.DB) string {
 // temporary file has a fixed name, so a crash in the middle leaves at most
 // one behind, reused next time. Only the process holding db calls it.
 func Backup(db *bolt.DB, path string) error {
+	return db.View(func(tx *bolt.Tx) error { return backupTx(tx, path) })
+}
+
+func backupTx(tx *bolt.Tx, path string) error {
 	dst := path + BackupSuffix
 	tmp, err := os.OpenFile(dst+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("back up %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	err = db.View(func(tx *bolt.Tx) error {
-		_, err := tx.WriteTo(tmp)
-		return err
-	})
+	_, err = tx.WriteTo(tmp)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -337,6 +339,36 @@ func Backup(db *bolt.DB, path string) error {
 		return fmt.Errorf("back up %s to %s: %w", path, dst, err)
 	}
 	return nil
+}
+
+// Backer keeps the last good copy of one open bbolt file. It skips the copy
+// when nothing was committed since the last one, so that a periodic backup
+// of a large, quiet queue costs nothing.
+type Backer struct {
+	db   *bolt.DB
+	path string
+
+	mu     sync.Mutex
+	lastTx int // transaction id of the last copy; -1 before the first
+}
+
+// NewBacker returns a Backer for db, open at path.
+func NewBacker(db *bolt.DB, path string) *Backer { return &Backer{db: db, path: path, lastTx: -1} }
+
+// Backup writes path+BackupSuffix unless it already holds the last commit.
+func (b *Backer) Backup() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.db.View(func(tx *bolt.Tx) error {
+		if tx.ID() == b.lastTx {
+			return nil
+		}
+		if err := backupTx(tx, b.path); err != nil {
+			return err
+		}
+		b.lastTx = tx.ID()
+		return nil
+	})
 }
 
 // Age describes when the backup of path was written, e.g. "saved 12m ago",

@@ -225,3 +225,32 @@ func TestBackupIsAGoodCopy(t *testing.T) {
 		t.Fatal("Age finds no backup")
 	}
 }
+
+func TestBackerCopiesOnlyAfterACommit(t *testing.T) {
+	path := goodFile(t)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := NewBacker(db, path)
+	if err := b.Backup(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.Stat(path + BackupSuffix)
+	if err := b.Backup(); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.Stat(path + BackupSuffix); !os.SameFile(first, again) {
+		t.Fatal("the copy was rewritten although nothing was committed")
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("new")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Backup(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(path + BackupSuffix); os.SameFile(first, after) {
+		t.Fatal("the copy was not rewritten after a commit")
+	}
+}

@@ -29,9 +29,9 @@ func checkFile(path string) error {
 // Backup writes the last good copy of the queue, queue.db.bak. Open writes
 // one once the file passed its check, Close another, and the manager more
 // in between (see `berth state restore`).
+// It writes nothing when nothing changed since the last copy.
 func (q *Queue) Backup() error {
-	path := filepath.Join(q.dir, "queue.db")
-	if err := boltfile.Backup(q.db, path); err != nil {
+	if err := q.backer.Backup(); err != nil {
 		return q.storeError("back up the queue", err)
 	}
 	return nil

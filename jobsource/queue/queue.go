@@ -36,6 +36,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/boltfile"
 	"github.com/berth-ci/berth/jobsource"
 )
 
@@ -102,6 +103,8 @@ type Queue struct {
 	changed notifier // fired on every job state change
 	done    chan struct{}
 
+	backer *boltfile.Backer // see Backup (check.go)
+
 	mu          sync.Mutex
 	live        map[string]*Job // running jobs handed out by this process
 	closed      bool
@@ -140,6 +143,7 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		maxLog: o.maxLogBytes,
 		done:   make(chan struct{}),
 		live:   map[string]*Job{},
+		backer: boltfile.NewBacker(db, path),
 	}
 	q.changed.init()
 	if err := q.recover(); err != nil {
