@@ -44,18 +44,29 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: %d cycles, BERTH_SOAK_SEED=%d", cycles, seed)
 	const maxInstances = 3
 	s := &soak{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), jobs: map[string]*soakJob{}}
-	// Eviction is off so that every parked environment must stay resumable;
-	// the soak parks at most maxInstances-1 at once, so plain jobs always
-	// have an instance (the eviction path has its own tests).
+	// By default eviction is off so that every parked environment must stay
+	// resumable, and the soak parks at most maxInstances-1 at once so that
+	// plain jobs always have an instance. BERTH_SOAK_EVICT=1 parks up to
+	// maxInstances: resumes must still run (they need no new booking) and
+	// plain jobs must get an instance by evicting the environment parked
+	// longest after environment_evict_after; an environment may then be gone
+	// only if berth logged its eviction.
+	s.evict = os.Getenv("BERTH_SOAK_EVICT") == "1"
+	evictAfter := "0s"
+	s.parkLimit = maxInstances - 1
+	if s.evict {
+		s.parkLimit, evictAfter = maxInstances, "8s"
+	}
+	t.Logf("soak: parking up to %d environments, environment_evict_after = %s", s.parkLimit, evictAfter)
 	s.d = newDaemon(t, fmt.Sprintf(`job_timeout = "2m"
 [autoscaler]
 max_instances = %d
-environment_evict_after = "0s"
+environment_evict_after = %q
 instance_acquire_timeout = "2m"
 [[autoscaler.policy]]
 idle_count = 1
 idle_time = "20s"
-`, maxInstances))
+`, maxInstances, evictAfter))
 	stopSampling := s.sample()
 	start := time.Now()
 	for c := 1; c <= cycles; c++ {
@@ -96,6 +107,8 @@ idle_time = "20s"
 			reasons[shortReason(j.Reason)]++
 		}
 	}
+	evictions := strings.Count(s.logs.String()+s.d.log.String(), "parked environment evicted to make room")
+	t.Logf("soak: %d evictions of parked environments for waiting jobs", evictions)
 	t.Logf("soak: %d cycles (%d kill -9) in %s; %d jobs: %d succeeded, %d failed %v; %d parked an environment, %d resumed one (%d succeeded), %d still parked resumed with their files at the end; max instances seen %d (sandbox dirs %d) over %d samples, max_instances %d",
 		cycles, s.kills, killed.Round(time.Second), len(jobs), ok, failed, reasons, s.parked, resumes, resumesOK, resumed, maxSeen, maxDirs, samples, maxInstances)
 }
@@ -116,6 +129,11 @@ type soak struct {
 	kills int
 	// parked counts environment keys jobs reported.
 	parked int
+	// evict and parkLimit: see TestSoak. logs holds berth's log from every
+	// run before the current one.
+	evict     bool
+	parkLimit int
+	logs      strings.Builder
 
 	mu                        sync.Mutex
 	maxSeen, maxDirs, samples int
@@ -232,7 +250,7 @@ func (s *soak) cycle() {
 	for n := 1 + s.rng.IntN(5); n > 0; n-- {
 		sleep := fmt.Sprintf("sleep %d.%d", s.rng.IntN(2), s.rng.IntN(10))
 		switch r := s.rng.IntN(10); {
-		case r < 3 && len(held)+pendingSuspends < 2:
+		case r < 3 && len(held)+pendingSuspends < s.parkLimit:
 			tok := fmt.Sprintf("tok-%d", s.rng.Uint64())
 			pendingSuspends++
 			s.submit(api.JobRequest{Script: fmt.Sprintf("echo %s > /berth/marker; %s", tok, sleep), Suspend: true}, &soakJob{suspend: true, token: tok})
@@ -255,6 +273,7 @@ func (s *soak) cycle() {
 	}
 	time.Sleep(time.Duration(s.rng.IntN(3000)) * time.Millisecond)
 	s.d.kill9()
+	s.logs.WriteString(s.d.log.String())
 	s.kills++
 	s.d.start()
 }
@@ -327,7 +346,7 @@ func (s *soak) checkParkedResume() int {
 		}
 	}
 	for k := range markers {
-		if _, ok := held[k]; !ok && !startedResume[k] {
+		if _, ok := held[k]; !ok && !startedResume[k] && !s.evicted(k) {
 			s.t.Errorf("environment %s was parked, no job ever resumed it, and berth no longer holds it", k)
 		}
 	}
@@ -391,6 +410,15 @@ func (s *soak) allowedMarkers(jobs []api.Job, key, before string) map[string]boo
 		}
 	}
 	return allowed
+}
+
+// evicted reports whether berth logged the eviction of environment key.
+func (s *soak) evicted(key string) bool {
+	if !s.evict {
+		return false
+	}
+	line := "parked environment evicted to make room for queued jobs\" env=" + key
+	return strings.Contains(s.logs.String(), line) || strings.Contains(s.d.log.String(), line)
 }
 
 func shortReason(r string) string {
