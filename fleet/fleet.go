@@ -543,6 +543,13 @@ func (f *Fleet) DeleteIdle(ctx context.Context) {
 // waitCalls waits for provider calls in flight, or ctx.
 func (f *Fleet) waitCalls(ctx context.Context) { f.calls.wait(ctx) }
 
+// RelieveParked lets a job that waits for want of any instance evict the
+// environment parked longest; see scaler.Scaler.RelieveParked.
+func (f *Fleet) RelieveParked() (evicted bool) {
+	f.do(func(c *scaler.Scaler) { evicted = c.RelieveParked() })
+	return evicted
+}
+
 // EnvBusy reports whether environment key is being resumed by a job; see
 // scaler.Scaler.EnvBusy. The job loop takes a job that resumes a key that is
 // not busy without a new booking: the environment's own slot serves it.

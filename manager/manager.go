@@ -380,6 +380,10 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 		if err := m.fleet.Reserve(key); err != nil {
 			if !errors.Is(err, scaler.ErrNoCapacity) {
 				m.log.Error("reserve failed", "err", err)
+			} else if waiter != nil {
+				// A job is known to wait (WaitForJobs returned): if parked
+				// environments hold every instance, make room.
+				m.fleet.RelieveParked()
 			}
 			select { // wait for capacity or the jobs to change; the timer bounds the wait
 			case <-changed:

@@ -8,9 +8,10 @@ import (
 
 // This file holds what the core does when parked environments fill
 // max_instances (issue 9): a job that resumes an environment needs no new
-// booking (EnvBusy tells the job loop whether it can run now), and plain jobs
-// refused for want of any instance evict the oldest parked environment once it
-// has been parked longer than Config.EnvEvictAfter.
+// booking (EnvBusy tells the job loop whether it can run now), and a plain
+// job that waits for want of any instance evicts the oldest parked
+// environment once it has been parked longer than Config.EnvEvictAfter
+// (RelieveParked).
 
 // ReasonEnvEvicted is the deletion reason of an instance whose parked
 // environment was evicted to make room for queued jobs.
@@ -37,14 +38,17 @@ func (s *Scaler) EnvBusy(key string) bool {
 	return ok && e.inUse != nil
 }
 
-// relieveParked runs when a Reserve is refused. If no instance can ever be
-// free for a plain job because every instance allowed by max_instances holds
-// a parked environment, it evicts the environment parked longest, provided it
-// has waited EnvEvictAfter, so queued jobs do not starve until environment_ttl.
-// It evicts at most one per refusal; the refused caller retries.
-func (s *Scaler) relieveParked() {
+// RelieveParked is called by a job loop whose Reserve was refused while it
+// knows a job is waiting (a queue with a queued job; not a source polled on
+// speculation, whose refusals say nothing about demand). If no instance can
+// ever be free for that job because every instance max_instances allows
+// holds a parked environment, it evicts the environment parked longest,
+// provided it has been parked EnvEvictAfter, so waiting jobs do not starve
+// until environment_ttl. It evicts at most one per call and reports whether
+// it did; the caller retries its booking once the instance is gone.
+func (s *Scaler) RelieveParked() bool {
 	if s.cfg.EnvEvictAfter <= 0 || s.heldInstances() < s.cfg.MaxInstances {
-		return
+		return false
 	}
 	var cands []*env
 	for _, e := range s.envs {
@@ -54,7 +58,7 @@ func (s *Scaler) relieveParked() {
 		}
 	}
 	if len(cands) == 0 {
-		return
+		return false
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		if !cands[i].parkedAt.Equal(cands[j].parkedAt) {
@@ -72,4 +76,5 @@ func (s *Scaler) relieveParked() {
 	s.emit(EnvEvicted{Key: e.key, InstanceID: in.id, ParkedFor: parked, Why: e.lost})
 	s.deleteInstance(in, ReasonEnvEvicted)
 	s.dirty = true
+	return true
 }

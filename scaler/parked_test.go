@@ -74,6 +74,9 @@ func TestRefusedBookingEvictsTheLongestParkedEnvironmentAfterGrace(t *testing.T)
 	if err := s.Reserve("plain"); !errors.Is(err, scaler.ErrNoCapacity) {
 		t.Fatalf("reserve: %v", err)
 	}
+	if s.RelieveParked() {
+		t.Fatal("RelieveParked evicted before environment_evict_after")
+	}
 	for _, a := range step(s) {
 		if _, ok := a.(scaler.Decrease); ok {
 			t.Fatalf("evicted before environment_evict_after: %#v", a)
@@ -83,6 +86,9 @@ func TestRefusedBookingEvictsTheLongestParkedEnvironmentAfterGrace(t *testing.T)
 	s.Advance(now.Add(10 * time.Minute))
 	if err := s.Reserve("plain"); !errors.Is(err, scaler.ErrNoCapacity) {
 		t.Fatalf("reserve: %v", err)
+	}
+	if !s.RelieveParked() {
+		t.Fatal("RelieveParked did not evict after environment_evict_after")
 	}
 	var evicted, deleted bool
 	for _, a := range step(s) {
@@ -124,6 +130,9 @@ func TestNoEvictionWhileAnInstanceIsFreeForPlainJobs(t *testing.T) {
 	// k2 still runs on the other instance: that instance will be free, so waiting is enough.
 	if err := s.Reserve("plain"); !errors.Is(err, scaler.ErrNoCapacity) {
 		t.Fatalf("reserve: %v", err)
+	}
+	if s.RelieveParked() {
+		t.Fatal("RelieveParked evicted although an instance not holding an environment exists")
 	}
 	for _, a := range step(s) {
 		if _, ok := a.(scaler.EnvEvicted); ok {

@@ -64,9 +64,9 @@ type Config struct {
 	CanSuspend bool
 	// EnvTTL is how long a suspended environment is kept (default 7 days).
 	EnvTTL time.Duration
-	// EnvEvictAfter lets a refused Reserve evict the oldest parked
-	// environment parked at least this long when parked environments hold
-	// every instance (see parked.go); 0 never evicts.
+	// EnvEvictAfter lets RelieveParked evict the oldest parked environment
+	// parked at least this long when parked environments hold every
+	// instance (see parked.go); 0 never evicts.
 	EnvEvictAfter time.Duration
 	// DeleteUnknown deletes instances the provider lists but berth does not
 	// know, instead of adopting them.
@@ -428,7 +428,6 @@ func (s *Scaler) Reserve(key string) error {
 	if p.Preemptive {
 		if len(s.free) == 0 {
 			s.refused["no_idle_slot"]++
-			s.relieveParked()
 			return &NoCapacityError{Reason: "no_idle_slot", Detail: fmt.Sprintf(
 				"preemptive mode books only idle slots on ready instances; in_use=%d ready=%d", len(s.res), s.byPhase[phaseReady])}
 		}
@@ -436,7 +435,6 @@ func (s *Scaler) Reserve(key string) error {
 		limit := (s.cfg.MaxInstances - s.heldInstances()) * s.cfg.CapacityPerInstance
 		if len(s.res) >= limit {
 			s.refused["max_instances"]++
-			s.relieveParked()
 			return &NoCapacityError{Reason: "max_instances", Detail: fmt.Sprintf(
 				"in_use=%d limit=%d (max_instances=%d suspended=%d capacity_per_instance=%d)",
 				len(s.res), limit, s.cfg.MaxInstances, s.heldInstances(), s.cfg.CapacityPerInstance)}

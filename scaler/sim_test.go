@@ -345,6 +345,8 @@ func (w *world) arrive() {
 			w.errorf("Reserve(%s) failed with an untyped error: %v", k, err)
 		}
 		w.refused++
+		// An arrival is a job known to wait, as with the built-in queue.
+		w.s.RelieveParked()
 		return
 	}
 	w.logf("reserve %s", k)
