@@ -41,6 +41,7 @@ const (
 	DefaultMaxInstances           = 10
 	DefaultInstanceAcquireTimeout = 15 * time.Minute
 	DefaultEnvironmentTTL         = 168 * time.Hour
+	DefaultEnvironmentEvictAfter  = time.Hour
 	DefaultHeartbeatInterval      = 30 * time.Second
 	DefaultFailureThreshold       = 3
 	DefaultScaleThrottleLimit     = 100
@@ -107,6 +108,9 @@ type Config struct {
 
 	// origin remembers where keys came from, so that Validate can name lines.
 	origin *origin
+	// providerCheck, when set (WithProviderCheck), checks the provider name
+	// and provider_config along with everything else.
+	providerCheck ProviderCheck
 }
 
 // Source is one job source.
@@ -173,6 +177,11 @@ type Autoscaler struct {
 	// before its instance is deleted. It must be positive: an environment
 	// kept for ever pins an instance for ever.
 	EnvironmentTTL time.Duration
+	// EnvironmentEvictAfter: when parked environments hold every instance
+	// max_instances allows and a plain job waits, the environment parked
+	// longest is deleted once it has been parked this long, so plain jobs
+	// do not wait until environment_ttl. 0 never evicts.
+	EnvironmentEvictAfter time.Duration
 	// HeartbeatInterval is how often ready instances are health-checked; 0
 	// disables heartbeats.
 	HeartbeatInterval time.Duration
@@ -236,6 +245,7 @@ func Default() *Config {
 			InstanceAcquireTimeout: DefaultInstanceAcquireTimeout,
 			UnknownInstances:       UnknownInstancesAdopt,
 			EnvironmentTTL:         DefaultEnvironmentTTL,
+			EnvironmentEvictAfter:  DefaultEnvironmentEvictAfter,
 			HeartbeatInterval:      DefaultHeartbeatInterval,
 			FailureThreshold:       DefaultFailureThreshold,
 			ScaleThrottle:          ScaleThrottle{Limit: DefaultScaleThrottleLimit, Burst: DefaultScaleThrottleBurst},
@@ -246,18 +256,46 @@ func Default() *Config {
 
 // Load reads and parses the file at path. Relative paths inside it
 // (state_dir, token_file) are taken relative to the file's directory.
-func Load(path string) (*Config, error) {
+func Load(path string, opts ...Option) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w; pass an existing file with --config, or none to use the defaults", err)
 	}
-	return Parse(data, path)
+	return Parse(data, path, opts...)
 }
+
+// Option changes how Parse and Load check a config.
+type Option func(*Config)
+
+// ProviderProblem is one problem a ProviderCheck found.
+type ProviderProblem struct {
+	// Name is true when autoscaler.provider itself is wrong (unknown).
+	Name bool
+	// Key is the key under provider_config the problem is about; "" for
+	// the table as a whole.
+	Key string
+	// Message says what is wrong and what to do.
+	Message string
+}
+
+// ProviderCheck checks a provider name and its provider_config (as JSON).
+// The berth binary passes one built on package provider's registry; config
+// itself does not know which providers exist.
+type ProviderCheck func(name string, providerConfig []byte) []ProviderProblem
+
+// WithProviderCheck makes Parse, Load and Validate report an unknown
+// provider and provider_config problems with every other problem, at their
+// line in the file, instead of only when the daemon starts the provider.
+func WithProviderCheck(fn ProviderCheck) Option { return func(c *Config) { c.providerCheck = fn } }
+
+// SetProviderCheck is WithProviderCheck for a Config that did not come from
+// Load, such as Default(); Validate then runs it.
+func (c *Config) SetProviderCheck(fn ProviderCheck) { c.providerCheck = fn }
 
 // Parse parses data as a berth config. name is used in messages and, when
 // it is a path, to resolve relative paths; it may be a bare label such as
 // "berth.toml". The error, if any, is an *Error listing every problem.
-func Parse(data []byte, name string) (*Config, error) {
+func Parse(data []byte, name string, opts ...Option) (*Config, error) {
 	if name == "" {
 		name = "berth.toml"
 	}
@@ -279,6 +317,9 @@ func Parse(data []byte, name string) (*Config, error) {
 	cfg.origin = d.origin
 	cfg.origin.file = name
 	cfg.origin.lines = d.lines
+	for _, o := range opts {
+		o(cfg)
+	}
 	issues, warnings := cfg.check()
 	cfg.Warnings = append(cfg.Warnings, warnings...)
 	if all := append(d.issues, issues...); len(all) > 0 {

@@ -34,7 +34,7 @@ func TestDefault(t *testing.T) {
 		Provider: "local", ProviderConfig: json.RawMessage("{}"),
 		CapacityPerInstance: 1, MaxInstances: 10, MaxUseCount: 0,
 		InstanceAcquireTimeout: 15 * time.Minute, UnknownInstances: "adopt",
-		EnvironmentTTL: 168 * time.Hour, HeartbeatInterval: 30 * time.Second, FailureThreshold: 3,
+		EnvironmentTTL: 168 * time.Hour, EnvironmentEvictAfter: time.Hour, HeartbeatInterval: 30 * time.Second, FailureThreshold: 3,
 		ScaleThrottle: ScaleThrottle{Limit: 100, Burst: 10},
 		Policies: []policy.Period{{
 			Periods: []string{"* * * * *"}, Timezone: "UTC",

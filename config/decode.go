@@ -406,6 +406,7 @@ func (d *decoder) autoscaler(t *table, a *Autoscaler) {
 	t.str("unknown_instances", &a.UnknownInstances)
 	t.bool("delete_instance_on_dead_job", &a.DeleteInstanceOnDeadJob)
 	t.duration("environment_ttl", &a.EnvironmentTTL)
+	t.duration("environment_evict_after", &a.EnvironmentEvictAfter)
 	t.duration("heartbeat_interval", &a.HeartbeatInterval)
 	t.int("failure_threshold", &a.FailureThreshold)
 	t.float("suspended_cost", &a.SuspendedCost)

@@ -188,6 +188,17 @@ func (c *Config) checkAutoscaler(k *checker) {
 	const p = "autoscaler."
 	if !providerName.MatchString(a.Provider) {
 		k.fail(p+"provider", a.Provider, `must be "local", "sim" or a plugin NAME (binary berth-provider-NAME): letters, digits, "-", "_" or "."`)
+	} else if c.providerCheck != nil {
+		for _, pr := range c.providerCheck(a.Provider, a.ProviderConfig) {
+			switch {
+			case pr.Name:
+				k.fail(p+"provider", a.Provider, "%s", pr.Message)
+			case pr.Key == "":
+				k.fail(p+"provider_config", nil, "%s", pr.Message)
+			default:
+				k.fail(p+"provider_config."+pr.Key, nil, "%s", pr.Message)
+			}
+		}
 	}
 	if a.ProviderPath != "" && !filepath.IsAbs(a.ProviderPath) {
 		k.fail(p+"provider_path", a.ProviderPath, "must be an absolute path to a provider plugin binary")
@@ -213,6 +224,9 @@ func (c *Config) checkAutoscaler(k *checker) {
 	if a.EnvironmentTTL <= 0 {
 		k.fail(p+"environment_ttl", a.EnvironmentTTL, `must be positive, e.g. "168h": a suspended environment kept for ever would hold its instance for ever`)
 	}
+	if a.EnvironmentEvictAfter < 0 {
+		k.fail(p+"environment_evict_after", a.EnvironmentEvictAfter, `must be "0s" (never evict a parked environment) or positive, e.g. "1h"`)
+	}
 	if a.HeartbeatInterval < 0 {
 		k.fail(p+"heartbeat_interval", a.HeartbeatInterval, `must be "0s" (no heartbeats) or positive, e.g. "30s"`)
 	}
@@ -233,6 +247,14 @@ func (c *Config) checkAutoscaler(k *checker) {
 	}
 	if len(a.Policies) == 0 {
 		k.fail(p+"policy", nil, "no policy period; remove the key to use the default, or add one [[autoscaler.policy]]")
+	}
+	if c.origin != nil && len(c.origin.policyPaths) == 1 && c.origin.policyPaths[0] == p+"policy" {
+		// TOML makes [autoscaler.policy] one table, [[autoscaler.policy]] an
+		// array of them. One table is unambiguous, so berth accepts it, but
+		// says so: a second [autoscaler.policy] below it would be a TOML
+		// error, and readers of the docs expect double brackets.
+		k.warn(p+"policy", nil, "written as a single table [autoscaler.policy]: berth reads it as one policy period that applies at all times it lists; "+
+			"write [[autoscaler.policy]] (double brackets) to be able to add more periods")
 	}
 	slots := a.MaxInstances * a.CapacityPerInstance
 	for i, per := range a.Policies {

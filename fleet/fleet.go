@@ -97,9 +97,54 @@ type Fleet struct {
 	changed chan struct{}
 	saveErr error
 
-	kick chan struct{}
-	ctx  context.Context // for provider calls; set by Run
-	wg   sync.WaitGroup
+	kick  chan struct{}
+	ctx   context.Context // for provider calls; set by Run
+	calls inflight
+}
+
+// inflight counts provider calls in flight. Unlike a sync.WaitGroup it may
+// be waited on while new calls start (the job loops and ticks go on during
+// shutdown), which a WaitGroup forbids and the race detector caught.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0; nil while n is 0
+}
+
+func (c *inflight) add() {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.zero = make(chan struct{})
+	}
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *inflight) done() {
+	c.mu.Lock()
+	c.n--
+	if c.n == 0 {
+		close(c.zero)
+		c.zero = nil
+	}
+	c.mu.Unlock()
+}
+
+// wait returns once no call is in flight, or ctx is done.
+func (c *inflight) wait(ctx context.Context) {
+	for {
+		c.mu.Lock()
+		ch := c.zero
+		c.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // New wraps core. Call Run to start the periodic loops.
@@ -246,6 +291,9 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 		}
 	case scaler.Gone:
 		f.log.Info("instance gone", "id", a.ID, "reason", a.Reason, "lifetime", a.Lifetime.Round(time.Second))
+	case scaler.EnvEvicted:
+		f.log.Warn("parked environment evicted to make room for queued jobs", "env", a.Key, "id", a.InstanceID,
+			"parked_for", a.ParkedFor.Round(time.Second), "why", a.Why)
 	case scaler.Scaled:
 		f.log.Info("scale "+a.Direction, "in_use", a.InUse, "idle_target", a.IdleSlots, "have", a.Have, "want", a.Want, "n", a.N,
 			"suspended", a.Suspended, "suspended_target", a.SuspendedTarget)
@@ -273,9 +321,9 @@ func (f *Fleet) suspendResume(ctx context.Context, id string, suspend bool) erro
 // is called under the lock, which guards f.ctx.
 func (f *Fleet) call(fn func(ctx context.Context)) {
 	base := f.ctx
-	f.wg.Add(1)
+	f.calls.add()
 	go func() {
-		defer f.wg.Done()
+		defer f.calls.done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), f.opts.CallTimeout)
 		defer cancel()
 		fn(ctx)
@@ -314,7 +362,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			f.wg.Wait()
+			f.calls.wait(context.Background())
 			return nil
 		case <-upd.C:
 			f.update(ctx)
@@ -497,13 +545,37 @@ func (f *Fleet) Counts() scaler.Counts {
 }
 
 // DeleteIdle deletes every instance that holds no job or environment and
-// waits for the provider calls, for delete_instances_on_shutdown.
+// waits for the provider calls, for delete_instances_on_shutdown. It stops
+// scale-up first, for good: otherwise the next tick would refill the idle
+// pool and leave an instance behind at exit. An increase that was in flight
+// is waited for, listed, and its instances deleted too.
 func (f *Fleet) DeleteIdle(ctx context.Context) {
-	f.do(func(c *scaler.Scaler) { c.DeleteAll(scaler.ReasonShutdown) })
-	done := make(chan struct{})
-	go func() { f.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	f.do(func(c *scaler.Scaler) { c.Shutdown(scaler.ReasonShutdown) })
+	f.waitCalls(ctx)
+	if ctx.Err() != nil {
+		return
 	}
+	// Instances created by an increase in flight appear only in a listing.
+	f.update(ctx)
+	f.do(func(c *scaler.Scaler) { c.DeleteAll(scaler.ReasonShutdown) })
+	f.waitCalls(ctx)
+}
+
+// waitCalls waits for provider calls in flight, or ctx.
+func (f *Fleet) waitCalls(ctx context.Context) { f.calls.wait(ctx) }
+
+// RelieveParked lets a job that waits for want of any instance evict the
+// environment parked longest; see scaler.Scaler.RelieveParked.
+func (f *Fleet) RelieveParked() (evicted bool) {
+	f.do(func(c *scaler.Scaler) { evicted = c.RelieveParked() })
+	return evicted
+}
+
+// EnvBusy reports whether environment key is being resumed by a job; see
+// scaler.Scaler.EnvBusy. The job loop takes a job that resumes a key that is
+// not busy without a new booking: the environment's own slot serves it.
+func (f *Fleet) EnvBusy(key string) (busy bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.core.EnvBusy(key)
 }

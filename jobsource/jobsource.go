@@ -98,3 +98,15 @@ type Waiter interface {
 	// WaitForJobs blocks until at least one job may be pending or ctx is done.
 	WaitForJobs(ctx context.Context) error
 }
+
+// Resumer is implemented by sources that can hand out, without a new
+// booking, a job that resumes a parked environment: that environment's own
+// slot serves it. The manager asks a Resumer before it books a slot, so that
+// parked environments holding every instance cannot block their own resumes.
+type Resumer interface {
+	// RequestResume takes the oldest queued job whose resume key satisfies
+	// runnable, or returns (nil, nil).
+	RequestResume(ctx context.Context, runnable func(envKey string) bool) (Job, error)
+	// Changed is closed at the next change of the source's jobs.
+	Changed() <-chan struct{}
+}

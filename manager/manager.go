@@ -45,6 +45,10 @@ type Options struct {
 	Version string
 	// Ready, if set, receives the HTTP address once the server listens.
 	Ready chan<- string
+	// BackupInterval is how often the last good copies state.db.bak and
+	// queue.db.bak are rewritten (default 5m); they are also written at
+	// start and at a clean stop.
+	BackupInterval time.Duration
 }
 
 // source is a job source and how many requests may be in flight to it.
@@ -86,6 +90,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	}
 	if opts.UpdateInterval <= 0 {
 		opts.UpdateInterval = 2 * time.Second
+	}
+	if opts.BackupInterval <= 0 {
+		opts.BackupInterval = 5 * time.Minute
 	}
 	m := &Manager{cfg: cfg, opts: opts, log: log, runner: &executor.Runner{Logger: log}}
 	defer func() {
@@ -140,6 +147,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		FailureThreshold:    as.FailureThreshold,
 		CanSuspend:          m.info.Capabilities.Suspend,
 		EnvTTL:              as.EnvironmentTTL,
+		EnvEvictAfter:       as.EnvironmentEvictAfter,
 		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
 		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
 		SuspendedCost:       as.SuspendedCost,
@@ -276,6 +284,8 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	backupDone := make(chan struct{})
+	go func() { m.backups(ctx); close(backupDone) }()
 
 	// Jobs run on their own context, so a stop signal does not kill them at once.
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
@@ -291,6 +301,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	<-ctx.Done()
 	m.log.Info("stopping: taking no new jobs", "grace", m.opts.ShutdownGrace)
 	loops.Wait()
+	<-backupDone
 	done := make(chan struct{})
 	go func() { m.jobs.Wait(); close(done) }()
 	select {
@@ -315,15 +326,40 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
+// backups rewrites the last good copies of state.db and queue.db until ctx
+// is done, so that restoring one loses at most BackupInterval of changes.
+func (m *Manager) backups(ctx context.Context) {
+	t := time.NewTicker(m.opts.BackupInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := m.store.Backup(); err != nil {
+			m.log.Warn("cannot write the last good copy of the state; the previous one stays", "err", err)
+		}
+		if err := m.queue.Backup(); err != nil {
+			m.log.Warn("cannot write the last good copy of the queue; the previous one stays", "err", err)
+		}
+	}
+}
+
 func (m *Manager) close(ctx context.Context) {
+	// Closing the files also writes their last good copies.
 	if m.queue != nil {
-		m.queue.Close()
+		if err := m.queue.Close(); err != nil {
+			m.log.Warn("close the queue", "err", err)
+		}
 	}
 	if m.prov != nil {
 		_ = m.prov.Shutdown(ctx)
 	}
 	if m.store != nil {
-		m.store.Close()
+		if err := m.store.Close(); err != nil {
+			m.log.Warn("close the state file", "err", err)
+		}
 	}
 }
 
@@ -334,9 +370,13 @@ func newKey(prefix string) string {
 }
 
 // jobLoop books a slot, then asks src for a job. A job is never taken
-// without a booking (DESIGN.md, failure 1).
+// without a booking (DESIGN.md, failure 1), with one exception: a job that
+// resumes a parked environment is served by that environment's own slot, so
+// it is taken first and needs none. Without that, parked environments that
+// hold every instance would keep their own resumes waiting for ever (issue 9).
 func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 	waiter, _ := src.(jobsource.Waiter)
+	resumer, _ := src.(jobsource.Resumer)
 	idle := time.Second
 	if g, ok := src.(*gitlab.Source); ok {
 		idle = g.CheckInterval()
@@ -347,15 +387,27 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 				return
 			}
 		}
+		var srcChanged <-chan struct{}
+		if resumer != nil {
+			srcChanged = resumer.Changed()
+			if m.takeResumeJob(ctx, jobCtx, resumer) {
+				continue
+			}
+		}
 		changed := m.fleet.Changed()
 		key := newKey("job-")
 		if err := m.fleet.Reserve(key); err != nil {
 			if !errors.Is(err, scaler.ErrNoCapacity) {
 				m.log.Error("reserve failed", "err", err)
+			} else if waiter != nil {
+				// A job is known to wait (WaitForJobs returned): if parked
+				// environments hold every instance, make room.
+				m.fleet.RelieveParked()
 			}
 			m.reportQueued(src)
-			select { // wait for capacity to change; the ticker bounds the wait
+			select { // wait for capacity or the jobs to change; the timer bounds the wait
 			case <-changed:
+			case <-srcChanged:
 			case <-time.After(5 * time.Second):
 			case <-ctx.Done():
 			}
@@ -376,12 +428,27 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			continue
 		}
 		m.reportQueued(src)
-		m.jobs.Add(1)
-		go func() {
-			defer m.jobs.Done()
-			m.runJob(jobCtx, key, job)
-		}()
+		m.startJob(jobCtx, key, job)
 	}
+}
+
+// takeResumeJob starts the oldest queued job that resumes an environment no
+// other job is resuming, and reports whether it started one. Resume either
+// gets the environment's own slot or fails at once (unknown, expired or lost
+// environment), so the job never waits on capacity.
+func (m *Manager) takeResumeJob(ctx, jobCtx context.Context, src jobsource.Resumer) bool {
+	job, err := src.RequestResume(ctx, func(envKey string) bool { return !m.fleet.EnvBusy(envKey) })
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("resume job request failed", "err", err)
+		}
+		return false
+	}
+	if job == nil {
+		return false
+	}
+	m.startJob(jobCtx, newKey("job-"), job)
+	return true
 }
 
 // reportQueued tells the core how many jobs wait in the built-in queue with
@@ -400,6 +467,14 @@ func (m *Manager) reportQueued(src jobsource.Source) {
 		return
 	}
 	m.fleet.Queued(n)
+}
+
+func (m *Manager) startJob(jobCtx context.Context, key string, job jobsource.Job) {
+	m.jobs.Add(1)
+	go func() {
+		defer m.jobs.Done()
+		m.runJob(jobCtx, key, job)
+	}()
 }
 
 // envState is the opaque state saved with a parked environment.
@@ -427,7 +502,9 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 	var acq fleet.Acquisition
 	var err error
 	if spec.ResumeKey != "" {
-		_ = m.fleet.Unreserve(key) // the environment's own slot is the booking
+		// The environment's own slot is the booking; a job taken by
+		// takeResumeJob holds none, and Unreserve then has nothing to do.
+		_ = m.fleet.Unreserve(key)
 		if err = m.checkEnvKey(spec.ResumeKey); err == nil {
 			acq, err = m.fleet.Resume(acqCtx, spec.ResumeKey, key)
 		}

@@ -46,6 +46,10 @@ type Config struct {
 	CanSuspend bool
 	// EnvTTL is how long a suspended environment is kept (default 7 days).
 	EnvTTL time.Duration
+	// EnvEvictAfter lets RelieveParked evict the oldest parked environment
+	// parked at least this long when parked environments hold every
+	// instance (see parked.go); 0 never evicts.
+	EnvEvictAfter time.Duration
 	// DeleteUnknown deletes instances the provider lists but berth does not
 	// know, instead of adopting them.
 	DeleteUnknown bool
@@ -149,9 +153,11 @@ type Scaler struct {
 	actions []Action
 	dirty   bool
 	refused map[string]int
-	granted int // reservations granted since start, for metrics
+	granted int  // reservations granted since start, for metrics
+	stopped bool // Shutdown was called: no more scale-up (shutdown.go)
 }
 
+// New returns a core with no instances, at time now.
 func New(cfg Config, now time.Time) *Scaler {
 	cfg.setDefaults()
 	return &Scaler{

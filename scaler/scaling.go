@@ -92,6 +92,9 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // suspended tier is below its target. It is O(1) (plus the instances it
 // resumes), so it runs after every event.
 func (s *Scaler) scaleUp() {
+	if s.stopped {
+		return // Shutdown: neither boot nor resume (shutdown.go)
+	}
 	p := s.policy()
 	s.resize(p)
 	inUse, idleTarget := s.demand(p)

@@ -39,9 +39,12 @@ func TestSimulation(t *testing.T) {
 	if *simSteps > 0 {
 		steps = *simSteps
 	}
+	var total simTotals
+	defer func() { total.report(t, seeds, steps) }()
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			w := newWorld(t, uint64(seed))
+			defer total.add(w)
 			for i := 0; i < steps; i++ {
 				w.step(i)
 				if t.Failed() {
@@ -106,6 +109,36 @@ type world struct {
 
 	// counters for the summary and for I2
 	taken, done, lostByProvider, refused int
+	// crashes counts injected manager crashes (each followed by a restart
+	// from the store); midActions those that hit between persisting a
+	// decision and carrying out all of its provider calls; storesLost those
+	// that also lost the store.
+	crashes, midActions, storesLost int
+	// evictions counts parked environments given up for waiting jobs.
+	evictions int
+}
+
+// simTotals adds up what the seeds of one run injected and saw, so that a
+// run reports how many crashes its invariants survived.
+type simTotals struct {
+	worlds, crashes, midActions, storesLost, evictions, taken, done, lostByProvider, refused int
+}
+
+func (s *simTotals) add(w *world) {
+	s.worlds++
+	s.crashes += w.crashes
+	s.midActions += w.midActions
+	s.storesLost += w.storesLost
+	s.evictions += w.evictions
+	s.taken += w.taken
+	s.done += w.done
+	s.lostByProvider += w.lostByProvider
+	s.refused += w.refused
+}
+
+func (s *simTotals) report(t *testing.T, seeds, steps int) {
+	t.Logf("simulation: %d seeds × %d steps; injected %d manager crashes (%d between a saved decision and its provider calls, %d with the store lost); jobs taken %d, finished %d, lost by the provider %d; bookings refused %d; parked environments evicted for waiting jobs %d",
+		s.worlds, steps, s.crashes, s.midActions, s.storesLost, s.taken, s.done, s.lostByProvider, s.refused, s.evictions)
 }
 
 func newWorld(t *testing.T, seed uint64) *world {
@@ -145,6 +178,12 @@ func newWorld(t *testing.T, seed uint64) *world {
 		EnvTTL:              time.Duration(5+rng.IntN(30)) * time.Minute,
 		DeleteUnknown:       rng.IntN(4) == 0,
 		DeleteOnDeadJob:     rng.IntN(3) == 0,
+	}
+	if seed%3 == 0 {
+		// Plain jobs may evict environments parked this long when parked
+		// environments hold every instance. Taken from the seed, not the
+		// random stream, so that every other choice of a seed stays the same.
+		w.cfg.EnvEvictAfter = time.Duration(1+seed%7) * time.Minute
 	}
 	if rng.IntN(3) == 0 {
 		// Alternate on-demand and preemptive periods every few minutes.
@@ -319,6 +358,8 @@ func (w *world) arrive() {
 			w.errorf("Reserve(%s) failed with an untyped error: %v", k, err)
 		}
 		w.refused++
+		// An arrival is a job known to wait, as with the built-in queue.
+		w.s.RelieveParked()
 		return
 	}
 	w.logf("reserve %s", k)
@@ -394,6 +435,9 @@ func (w *world) resumeOne() {
 		j := &job{key: k, state: jobWaiting, resumes: ek, state0: p.state, deadline: w.now.Add(15 * time.Minute)}
 		w.jobs[k] = j
 		w.taken++
+	case errors.As(err, &lost) && strings.Contains(lost.Reason, "evicted") && w.cfg.EnvEvictAfter > 0:
+		// Evicted in this step by a refused booking; the EnvEvicted action,
+		// carried out at the end of the step, checks the eviction.
 	case errors.As(err, &lost):
 		// I6: only an environment whose instance really went may be lost.
 		if !w.killed[p.inst] && w.decreased[p.inst] == "" {
@@ -512,6 +556,10 @@ func (w *world) allListed() bool {
 }
 
 func (w *world) crash(storeLost bool) {
+	w.crashes++
+	if storeLost {
+		w.storesLost++
+	}
 	w.inCrash = true
 	defer func() { w.inCrash = false }()
 	var st scaler.State // nothing persisted yet: a first start
@@ -590,6 +638,7 @@ func (w *world) apply() {
 				w.act(a)
 			}
 			w.logf("crash after %d of %d actions", cut, len(acts))
+			w.midActions++
 			panic(crashNow{}) // unwinds the job loop that was running; see step
 		}
 		for _, a := range acts {
@@ -690,6 +739,20 @@ func (w *world) act(a scaler.Action) {
 			delete(w.envs, j.resumes)
 		}
 		delete(w.jobs, a.Key)
+	case scaler.EnvEvicted:
+		p := w.envs[a.Key]
+		switch {
+		case p == nil:
+			w.errorf("evicted environment %s that no job parked (or that is gone already)", a.Key)
+		case p.inUse != "":
+			w.errorf("evicted environment %s while job %s resumes it", a.Key, p.inUse)
+		case w.cfg.EnvEvictAfter <= 0 || w.now.Sub(p.parkedAt) < w.cfg.EnvEvictAfter:
+			w.errorf("evicted environment %s parked %s ago (environment_evict_after %s)", a.Key, w.now.Sub(p.parkedAt), w.cfg.EnvEvictAfter)
+		case a.Why == "":
+			w.errorf("I8: environment %s evicted without a reason", a.Key)
+		}
+		w.evictions++
+		delete(w.envs, a.Key)
 	case scaler.Gone:
 		if a.Reason == "" {
 			w.errorf("I8: %s gone without a reason", a.ID)

@@ -18,6 +18,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/berth-ci/berth/internal/boltfile"
+	"github.com/berth-ci/berth/internal/diskfull"
 	"github.com/berth-ci/berth/scaler"
 )
 
@@ -53,9 +55,10 @@ var ErrLocked = errors.New("state file is locked by another berth process")
 
 // Bolt is a Store in a bbolt file.
 type Bolt struct {
-	db   *bolt.DB
-	path string
-	id   string
+	db     *bolt.DB
+	path   string
+	id     string
+	backup *boltfile.Backer
 	// lastArrivals is the arrival model written last; the core hands the
 	// same pointer until the model changes.
 	lastArrivals *scaler.ArrivalModel
@@ -67,14 +70,25 @@ func Open(path string) (*Bolt, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory for %s: %w", path, err)
 	}
+	// Look before bbolt writes: opened read-write, bbolt initialises a
+	// 0-byte file as empty, dies with SIGBUS on a truncated one and panics
+	// on a damaged freelist, after writing to it (issue 9).
+	if err := boltfile.Check(path); errors.Is(err, boltfile.ErrLocked) {
+		return nil, fmt.Errorf("open state file %s: %w; stop the other berth or use another --state-dir", path, ErrLocked)
+	} else if err != nil {
+		return nil, boltfile.Refuse(err, filepath.Dir(path), LoseWithoutState)
+	}
+	if err := boltfile.Create(path); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open state file %s: %w; stop the other berth or use another --state-dir", path, ErrLocked)
 	}
 	if err != nil {
-		return nil, corrupt(path, err)
+		return nil, openError(path, err)
 	}
-	b := &Bolt{db: db, path: path}
+	b := &Bolt{db: db, path: path, backup: boltfile.NewBacker(db, path)}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
@@ -102,9 +116,30 @@ func Open(path string) (*Bolt, error) {
 	})
 	if err != nil {
 		db.Close()
-		return nil, corrupt(path, err)
+		return nil, openError(path, err)
+	}
+	// The file just passed the check: keep it as the last good copy.
+	if err := b.Backup(); err != nil {
+		db.Close()
+		return nil, openError(path, err)
 	}
 	return b, nil
+}
+
+// LoseWithoutState says what starting without state.db loses, for messages.
+const LoseWithoutState = "the instances berth created (they would be adopted or deleted by autoscaler.unknown_instances) and every parked environment"
+
+// Backup writes the last good copy, state.db.bak (see `berth state restore`).
+// It writes nothing when nothing changed since the last copy.
+func (b *Bolt) Backup() error { return b.backup.Backup() }
+
+// openError explains a failure to open or initialise the state file. A full
+// disk is said to be one, with where: it is not damage, and nothing is lost.
+func openError(path string, err error) error {
+	if full := diskfull.Explain(filepath.Dir(path), err); full != nil {
+		return full
+	}
+	return corrupt(path, err)
 }
 
 func corrupt(path string, err error) error {
@@ -253,5 +288,11 @@ func replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) er
 	return nil
 }
 
-// Close closes the file.
-func (b *Bolt) Close() error { return b.db.Close() }
+// Close writes the last good copy and closes the file.
+func (b *Bolt) Close() error {
+	berr := b.Backup()
+	if err := b.db.Close(); err != nil {
+		return err
+	}
+	return berr
+}

@@ -77,7 +77,7 @@ func TestCorruptFileIsRefusedWithItsName(t *testing.T) {
 	if err == nil {
 		t.Fatal("opened a corrupt file")
 	}
-	for _, want := range []string{path, "refuses to start", "move it aside"} {
+	for _, want := range []string{path, "damaged", "has not written to it", "move state.db aside"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}

@@ -26,9 +26,10 @@ func newRunCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := config.Default()
+			cfg.SetProviderCheck(checkProvider)
 			if cfgFile != "" {
 				var err error
-				if cfg, err = config.Load(cfgFile); err != nil {
+				if cfg, err = config.Load(cfgFile, config.WithProviderCheck(checkProvider)); err != nil {
 					return err
 				}
 			}

@@ -34,6 +34,7 @@ func main() {
 		newTokenCmd(),
 		newBenchCmd(),
 		newProviderCmd(),
+		newStateCmd(),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print berth's version",

@@ -36,6 +36,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/boltfile"
 	"github.com/berth-ci/berth/jobsource"
 )
 
@@ -105,6 +106,8 @@ type Queue struct {
 	changed     notifier // fired on every job state change
 	done        chan struct{}
 
+	backer *boltfile.Backer // see Backup (check.go)
+
 	mu          sync.Mutex
 	live        map[string]*Job // running jobs handed out by this process
 	closed      bool
@@ -125,6 +128,9 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("open queue %s: create log directory: %w", dir, err)
 	}
 	path := filepath.Join(dir, "queue.db")
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, MaxSize: o.maxDBSize})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
@@ -141,11 +147,16 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		resumeCheck: o.resumeCheck,
 		done:        make(chan struct{}),
 		live:        map[string]*Job{},
+		backer:      boltfile.NewBacker(db, path),
 	}
 	q.changed.init()
 	if err := q.recover(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open queue %s: %w", path, err)
+	}
+	if err := q.Backup(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	for _, j := range q.interrupted {
 		q.appendNote(j.ID, RestartReason)
@@ -233,10 +244,11 @@ func (q *Queue) Close() error {
 	for _, j := range live {
 		j.closeLog()
 	}
+	berr := q.Backup()
 	if err := q.db.Close(); err != nil {
 		return fmt.Errorf("close queue %s: %w", q.dir, err)
 	}
-	return nil
+	return berr
 }
 
 // Submit validates req and queues it. A *RequestError means the request is
@@ -317,6 +329,15 @@ func (q *Queue) storeError(what string, err error) error {
 // Request takes the oldest queued job and marks it running. It never blocks:
 // with no queued job it returns (nil, nil) at once; use WaitForJobs to wait.
 func (q *Queue) Request(ctx context.Context) (jobsource.Job, error) {
+	return q.take(ctx, func(c *bolt.Cursor) []byte {
+		k, _ := c.First()
+		return k
+	})
+}
+
+// take marks the queued job that pick chooses (nil: none) running and hands
+// it out. pick runs inside the write transaction.
+func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte) (jobsource.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -329,7 +350,7 @@ func (q *Queue) Request(ctx context.Context) (jobsource.Job, error) {
 	var key []byte
 	err := q.update(func(tx *bolt.Tx) error {
 		queued := tx.Bucket(bucketQueued)
-		k, _ := queued.Cursor().First()
+		k := pick(queued.Cursor())
 		if k == nil {
 			return nil
 		}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-ci/berth/internal/diskfull"
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -115,6 +116,11 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil)
 	p.cleanLeftovers()
 	if err := p.probe(ctx); err != nil {
+		// A full disk makes the probe fail too: say so rather than blame
+		// namespaces (issue 9).
+		if full := diskfull.Explain(p.dir, err); full != nil {
+			return provider.Info{}, fmt.Errorf("local provider: cannot start a sandbox: %w", full)
+		}
 		return provider.Info{}, fmt.Errorf(`local provider: cannot start sandboxes on this machine: %w; if namespaces are unavailable (containers without CAP_SYS_ADMIN, kernels or AppArmor policies that forbid unprivileged user namespaces), use provider "sim" or an external plugin instead`, err)
 	}
 	return provider.Info{

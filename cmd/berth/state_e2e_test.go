@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runRefused runs `berth run` and expects it to refuse to start.
+func (d *daemon) runRefused() string {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, berthBin, "run", "--config", filepath.Join(d.dir, "berth.toml")).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		d.t.Fatalf("berth run on damaged state: %v, want exit 1 with an error:\n%s", err, out)
+	}
+	return string(out)
+}
+
+// Issue 9, item 2, on the real binary: a truncated state.db (SIGBUS before)
+// and an emptied queue.db (silently started empty before) are refused with
+// their names and what to do; `berth state check` lists them; `berth state
+// restore` brings back the last good copies, and the parked environment
+// resumes.
+func TestDamagedStateFilesAreRefusedAndRestored(t *testing.T) {
+	d := newDaemon(t, "")
+	key, host := parkMarker(t, d)
+	d.stop() // a clean stop writes the last good copies
+	state := filepath.Join(d.dir, "state")
+	stateDB, queueDB := filepath.Join(state, "state.db"), filepath.Join(state, "queue", "queue.db")
+	if err := os.Truncate(stateDB, 10000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(queueDB, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	out := d.runRefused()
+	for _, want := range []string{stateDB, "is truncated", "has not written to it", "berth state restore --state-dir " + state} {
+		if !strings.Contains(out, want) {
+			t.Errorf("berth run output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "SIGBUS") || strings.Contains(out, "panic") {
+		t.Fatalf("berth crashed instead of refusing:\n%s", out)
+	}
+	if fi, _ := os.Stat(stateDB); fi.Size() != 10000 {
+		t.Fatalf("state.db is %d bytes after the refused start: it was written to", fi.Size())
+	}
+
+	out, _, code := d.berth("state", "check", "--state-dir", state)
+	if code == 0 || !strings.Contains(out, "DAMAGED  "+stateDB) || !strings.Contains(out, "DAMAGED  "+queueDB+": is empty") ||
+		!strings.Contains(out, "ok       "+stateDB+".bak") {
+		t.Fatalf("berth state check: exit %d\n%s", code, out)
+	}
+	out, errOut, code := d.berth("state", "restore", "--state-dir", state)
+	if code != 0 || strings.Count(out, "restored  ") != 2 {
+		t.Fatalf("berth state restore: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, _, code := d.berth("state", "check", "--state-dir", state); code != 0 {
+		t.Fatal("state check still fails after the restore")
+	}
+
+	d.start()
+	resumeMarker(t, d, key, host)
+}

@@ -1,0 +1,38 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/berth-ci/berth/internal/boltfile"
+)
+
+// LoseWithoutQueue says what starting without queue.db loses, for messages.
+const LoseWithoutQueue = "every queued job, the results of finished ones and the environment keys they printed"
+
+// checkFile refuses a damaged queue.db before bbolt opens it read-write:
+// bbolt would initialise a 0-byte file as an empty queue, die with SIGBUS on
+// a truncated one and panic on a damaged freelist (issue 9).
+func checkFile(path string) error {
+	err := boltfile.Check(path)
+	if errors.Is(err, boltfile.ErrLocked) {
+		return fmt.Errorf("open queue %s: the database is locked by another process: is another `berth run` using the same state_dir?", path)
+	}
+	if err != nil {
+		// queue.db lives in STATE_DIR/queue/.
+		return boltfile.Refuse(err, filepath.Dir(filepath.Dir(path)), LoseWithoutQueue)
+	}
+	return boltfile.Create(path)
+}
+
+// Backup writes the last good copy of the queue, queue.db.bak. Open writes
+// one once the file passed its check, Close another, and the manager more
+// in between (see `berth state restore`).
+// It writes nothing when nothing changed since the last copy.
+func (q *Queue) Backup() error {
+	if err := q.backer.Backup(); err != nil {
+		return q.storeError("back up the queue", err)
+	}
+	return nil
+}

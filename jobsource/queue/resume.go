@@ -1,0 +1,39 @@
+package queue
+
+import (
+	"context"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/jobsource"
+)
+
+var _ jobsource.Resumer = (*Queue)(nil)
+
+// RequestResume takes the oldest queued job that resumes an environment for
+// which runnable(key) is true, and marks it running; (nil, nil) when there
+// is none. Such a job needs no new booking: its environment's own slot
+// serves it, so the manager asks for it even when every slot is taken
+// (issue 9: parked environments filling max_instances deadlocked resumes).
+// Plain jobs keep their order; only resume jobs may pass them.
+func (q *Queue) RequestResume(ctx context.Context, runnable func(envKey string) bool) (jobsource.Job, error) {
+	return q.take(ctx, func(c *bolt.Cursor) []byte {
+		tx := c.Bucket().Tx()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			rec, err := loadRecord(tx, k)
+			if err != nil || rec == nil || rec.State != api.JobQueued || rec.Resume == "" {
+				continue // take reports broken entries when it meets them first
+			}
+			if runnable(rec.Resume) {
+				return k
+			}
+		}
+		return nil
+	})
+}
+
+// Changed returns a channel closed at the next change of any job, such as a
+// submit. The manager waits on it (with the fleet's) while it cannot book a
+// slot, so that a resume job submitted meanwhile starts at once.
+func (q *Queue) Changed() <-chan struct{} { return q.changed.wait() }
