@@ -278,10 +278,13 @@ type ProviderProblem struct {
 	Message string
 }
 
-// ProviderCheck checks a provider name and its provider_config (as JSON).
-// The berth binary passes one built on package provider's registry; config
-// itself does not know which providers exist.
-type ProviderCheck func(name string, providerConfig []byte) []ProviderProblem
+// ProviderCheck checks a provider name and its provider_config (as JSON);
+// pluginDir is autoscaler.plugin_dir, where a provider that is not built in
+// is looked for. The berth binary passes one built on package provider's
+// registry and the plugin lookup; config itself does not know which
+// providers exist. It is not called when provider_path names the binary:
+// a plugin checks its own provider_config when it starts.
+type ProviderCheck func(name, pluginDir string, providerConfig []byte) []ProviderProblem
 
 // WithProviderCheck makes Parse, Load and Validate report an unknown
 // provider and provider_config problems with every other problem, at their

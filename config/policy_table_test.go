@@ -38,7 +38,7 @@ func TestSinglePolicyTableIsOnePeriodWithAWarning(t *testing.T) {
 // WithProviderCheck reports provider problems with every other problem, at
 // their lines.
 func TestProviderCheckProblemsComeWithTheOthers(t *testing.T) {
-	check := func(name string, raw []byte) []ProviderProblem {
+	check := func(name, _ string, raw []byte) []ProviderProblem {
 		if name != "local" {
 			return []ProviderProblem{{Name: true, Message: "unknown provider " + name}}
 		}

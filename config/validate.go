@@ -188,8 +188,8 @@ func (c *Config) checkAutoscaler(k *checker) {
 	const p = "autoscaler."
 	if !providerName.MatchString(a.Provider) {
 		k.fail(p+"provider", a.Provider, `must be "local", "sim" or a plugin NAME (binary berth-provider-NAME): letters, digits, "-", "_" or "."`)
-	} else if c.providerCheck != nil {
-		for _, pr := range c.providerCheck(a.Provider, a.ProviderConfig) {
+	} else if c.providerCheck != nil && a.ProviderPath == "" {
+		for _, pr := range c.providerCheck(a.Provider, a.PluginDir, a.ProviderConfig) {
 			switch {
 			case pr.Name:
 				k.fail(p+"provider", a.Provider, "%s", pr.Message)

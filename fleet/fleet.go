@@ -571,6 +571,13 @@ func (f *Fleet) RelieveParked() (evicted bool) {
 	return evicted
 }
 
+// EnvLost returns why environment key was lost, or "" (Scaler.EnvLost).
+func (f *Fleet) EnvLost(key string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.core.EnvLost(key)
+}
+
 // EnvBusy reports whether environment key is being resumed by a job; see
 // scaler.Scaler.EnvBusy. The job loop takes a job that resumes a key that is
 // not busy without a new booking: the environment's own slot serves it.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/diskfull"
 	"github.com/berth-ci/berth/jobsource/queue"
 	"github.com/berth-ci/berth/provider/plugin"
 	"github.com/berth-ci/berth/scaler"
@@ -20,6 +21,9 @@ import (
 func (m *Manager) setupHTTP() error {
 	var err error
 	if m.auth, err = newAuthenticator(m.cfg.StateDir, m.log); err != nil {
+		if full := diskfull.Explain(m.cfg.StateDir, err); full != nil {
+			return full // the token is the first file written: say what is wrong
+		}
 		return err
 	}
 	m.log.Info("API requests need the token in the token file (the CLI of this user finds it there)", "token_file", api.TokenPath(m.cfg.StateDir), "submitters", len(m.auth.subs))
@@ -146,6 +150,10 @@ func (m *Manager) checkResumeKey(key string) error {
 		if v.Env == key {
 			return nil
 		}
+	}
+	if why := m.fleet.EnvLost(key); why != "" {
+		return &queue.RequestError{Status: http.StatusGone, Message: fmt.Sprintf(
+			"environment %s cannot be resumed: %s; run the job without --resume", key, why)}
 	}
 	return &queue.RequestError{Status: http.StatusNotFound, Message: fmt.Sprintf(
 		"no parked environment %s: it was resumed by a job without --suspend, expired after environment_ttl, or its instance was deleted; see `berth instances` for parked environments, or run the job without --resume", key)}

@@ -3,7 +3,6 @@ package provider
 import (
 	"errors"
 	"fmt"
-	"os/exec"
 )
 
 // ConfigChecker is implemented by providers that can check their
@@ -31,20 +30,16 @@ func (e *ConfigError) Error() string {
 	return e.Key + ": " + e.Message
 }
 
-// CheckConfig checks that name is a provider berth can start and that raw
-// is a provider_config it accepts. An unknown name gives an error wrapping
-// ErrUnknownProvider. A name that is not built in but has a binary
-// berth-provider-NAME on PATH is an external plugin, which checks its own
-// config when it starts.
+// CheckConfig checks that name is a built-in provider and that raw is a
+// provider_config it accepts. A name that is not built in gives an error
+// wrapping ErrUnknownProvider; the caller may still find it as an external
+// plugin, which checks its own config when it starts.
 func CheckConfig(name string, raw []byte) error {
 	regMu.Lock()
 	f, ok := registry[name]
 	regMu.Unlock()
 	if !ok {
-		if _, err := exec.LookPath("berth-provider-" + name); err == nil {
-			return nil
-		}
-		return fmt.Errorf("%w %q: built-in providers are %v; an external one is a binary named berth-provider-%s on PATH, and there is none", ErrUnknownProvider, name, Names(), name)
+		return fmt.Errorf("%w %q: built-in providers are %v", ErrUnknownProvider, name, Names())
 	}
 	if c, ok := f().(ConfigChecker); ok {
 		return c.CheckConfig(raw)

@@ -38,6 +38,16 @@ func (s *Scaler) EnvBusy(key string) bool {
 	return ok && e.inUse != nil
 }
 
+// EnvLost returns why environment key was lost (evicted, or its instance
+// gone), so that a job that asks for it is refused at once with the reason;
+// "" when the environment is not known as lost.
+func (s *Scaler) EnvLost(key string) string {
+	if e, ok := s.envs[key]; ok {
+		return e.lost
+	}
+	return ""
+}
+
 // RelieveParked is called by a job loop whose Reserve was refused while it
 // knows a job is waiting (a queue with a queued job; not a source polled on
 // speculation, whose refusals say nothing about demand). If no instance can

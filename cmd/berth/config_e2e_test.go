@@ -22,7 +22,7 @@ func TestRunReportsProviderProblemsWithEveryOtherConfigProblem(t *testing.T) {
 provider = "awz"
 max_instances = 0
 `, []string{
-			":3: autoscaler.provider = \"awz\": unknown provider \"awz\": built-in providers are [local sim]",
+			":3: autoscaler.provider = \"awz\": unknown provider \"awz\": built-in providers are [local sim]; and it is not an external plugin: provider plugin not found: no executable berth-provider-awz in",
 			":4: autoscaler.max_instances = 0: must be at least 1",
 		}},
 		{`state_dir = "` + dir + `/state"
@@ -33,8 +33,8 @@ netwrk = "host"
 network = "bridge"
 `, []string{
 			":3: autoscaler.max_instances = -1: must be at least 1",
-			":5: autoscaler.provider_config.netwrk: unknown key for the local provider; valid keys: network, memory_max",
-			":6: autoscaler.provider_config.network: \"bridge\" is not one of auto, host, isolated",
+			":5: autoscaler.provider_config.netwrk: unknown key for the local provider; valid keys: network, host_paths, memory_max, cpu_max, pids_max",
+			":6: autoscaler.provider_config.network: \"bridge\" is not one of isolated (the default), auto (same as isolated), host",
 		}},
 	} {
 		file := filepath.Join(dir, "berth.toml")
