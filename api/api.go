@@ -136,7 +136,7 @@ type JobList struct {
 	Jobs []Job `json:"jobs"`
 }
 
-// SlotCounts counts an instance's slots by slot state (see DESIGN.md,
+// SlotCounts counts an instance's slots by slot state (see docs/semantics.md,
 // Vocabulary); the fields are named after the states.
 type SlotCounts struct {
 	Idle        int `json:"idle"`

@@ -1,4 +1,4 @@
-// Package config reads berth's TOML configuration (DESIGN.md, "Configuration
+// Package config reads berth's TOML configuration (docs/config.md, "Configuration
 // (contract)") into a validated Config.
 //
 // Every problem is reported with the file, line and key it concerns and what
@@ -30,7 +30,7 @@ import (
 	"github.com/berth-ci/berth/policy"
 )
 
-// Defaults from DESIGN.md. They are constants so that docs, tests and the CLI
+// Defaults from docs/config.md. They are constants so that docs, tests and the CLI
 // can refer to them.
 const (
 	DefaultListen                 = "127.0.0.1:8765"
@@ -63,7 +63,7 @@ const (
 )
 
 // What to do with instances the provider lists but the state store does not
-// know (Autoscaler.UnknownInstances). Never ignoring them is a DESIGN.md rule.
+// know (Autoscaler.UnknownInstances). Never ignoring them is a rule of docs/semantics.md.
 const (
 	UnknownInstancesAdopt  = "adopt"
 	UnknownInstancesDelete = "delete"
@@ -142,7 +142,7 @@ func (s Source) String() string {
 	return s.Kind
 }
 
-// Autoscaler mirrors the [autoscaler] table; see DESIGN.md for semantics.
+// Autoscaler mirrors the [autoscaler] table; see docs/semantics.md for semantics.
 type Autoscaler struct {
 	// Provider is "local", "sim" or the NAME of a berth-provider-NAME plugin.
 	Provider string
@@ -229,7 +229,7 @@ func DefaultPolicyPeriod() policy.Period {
 }
 
 // Default returns the configuration berth runs with when there is no config
-// file: the built-in queue, the local provider and the DESIGN.md defaults.
+// file: the built-in queue, the local provider and the defaults of docs/config.md.
 func Default() *Config {
 	return &Config{
 		Listen:     DefaultListen,

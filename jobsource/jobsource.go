@@ -2,7 +2,7 @@
 // (jobsource/queue) or GitLab's runner API (jobsource/gitlab).
 //
 // The manager asks a Source for a job only while it holds a booked slot
-// (DESIGN.md, known failure 1): Request is never called speculatively.
+// (docs/failures.md, failure 1): Request is never called speculatively.
 package jobsource
 
 import (

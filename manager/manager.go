@@ -370,7 +370,7 @@ func newKey(prefix string) string {
 }
 
 // jobLoop books a slot, then asks src for a job. A job is never taken
-// without a booking (DESIGN.md, failure 1), with one exception: a job that
+// without a booking (docs/failures.md, failure 1), with one exception: a job that
 // resumes a parked environment is served by that environment's own slot, so
 // it is taken first and needs none. Without that, parked environments that
 // hold every instance would keep their own resumes waiting for ever (issue 9).

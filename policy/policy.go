@@ -21,7 +21,7 @@ import (
 )
 
 // Policy is the sizing rule for the warm pool while its period is active.
-// Counts are in slots, not instances (see DESIGN.md "Scaling").
+// Counts are in slots, not instances (see docs/semantics.md, "Scaling").
 type Policy struct {
 	// IdleCount is the minimum number of idle slots kept ready.
 	IdleCount int

@@ -6,7 +6,7 @@
 // clock tick) and carry out the actions that Ready returns. There is no I/O,
 // no goroutine and no wall clock inside: the caller sets the time with
 // Advance. One goroutine (or one lock) must own a Scaler; that single owner is
-// what gives every decision one consistent snapshot (DESIGN.md, failure 2).
+// what gives every decision one consistent snapshot (docs/failures.md, failure 2).
 //
 // # Usage
 //

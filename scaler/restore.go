@@ -8,7 +8,7 @@ import (
 )
 
 // reconcile decides the fate of an instance loaded from the store, from its
-// first listing after a restart (DESIGN.md "Restart").
+// first listing after a restart (docs/semantics.md, "Restart").
 func (s *Scaler) reconcile(in *instance, st provider.State) {
 	e := in.env
 	switch st {
@@ -75,7 +75,7 @@ func (s *Scaler) reconcile(in *instance, st provider.State) {
 }
 
 // deleteUnclaimedNow deletes a suspended instance that holds no environment
-// at once when idle_time is 0 (DESIGN.md "Restart"), instead of waiting for
+// at once when idle_time is 0 (docs/semantics.md, "Restart"), instead of waiting for
 // the next Tick.
 func (s *Scaler) deleteUnclaimedNow(in *instance) {
 	if in.env == nil && s.policy().IdleTime <= 0 {

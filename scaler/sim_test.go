@@ -2,7 +2,7 @@ package scaler_test
 
 // Deterministic simulation: the core drives provider/sim on a virtual clock,
 // fed by a little job loop, for many seeds. Every step ends with a check of
-// the invariants of DESIGN.md (I1–I8) and of the core's own bookkeeping. A
+// the invariants I1–I8 (docs/invariants.md) and of the core's own bookkeeping. A
 // failure prints the seed; rerun one with -run 'TestSimulation/seed=N'.
 
 import (

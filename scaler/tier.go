@@ -79,7 +79,7 @@ func (s *Scaler) suspendIdle(in *instance) {
 // unclaimed handles a suspended instance with no environment that the core
 // did not suspend for the tier (left by a previous process, or whose
 // environment was consumed): with the tier on it joins the tier; without,
-// it is deleted after idle_time (DESIGN.md "Restart").
+// it is deleted after idle_time (docs/semantics.md, "Restart").
 func (s *Scaler) unclaimed(in *instance) {
 	if s.tierOn(s.policy()) {
 		s.setPooled(in, true)

@@ -17,7 +17,7 @@ type InstanceView struct {
 	LastError    string
 }
 
-// Slot states, as DESIGN.md names them.
+// Slot states, as docs/semantics.md names them.
 const (
 	SlotIdle        = "idle"
 	SlotReserved    = "reserved"

@@ -393,7 +393,7 @@ func (s *soak) markerSeen(id string) (string, bool) {
 // starts after the jobs before it (by id): the one the last job that parked
 // key successfully wrote, and those of later jobs that resumed key to park
 // it again and died with berth (the environment outlives a job that died
-// with berth, with what the job left on its disk; DESIGN.md, Restart).
+// with berth, with what the job left on its disk; docs/semantics.md, "Restart").
 func (s *soak) allowedMarkers(jobs []api.Job, key, before string) map[string]bool {
 	allowed := map[string]bool{}
 	beforeN, _ := strconv.Atoi(before)

@@ -12,7 +12,7 @@
 //
 // A Queue implements jobsource.Source and jobsource.Waiter; the jobs it hands
 // out implement jobsource.Job. Its HTTP API (see Handler) is the job half of
-// the API in DESIGN.md.
+// the API in docs/config.md.
 package queue
 
 import (

@@ -8,7 +8,7 @@
 // killed and started again with exponential backoff, re-initialised with
 // the same settings, and the caller's OnRestart hook asks the fleet for a fresh listing, which
 // reconciles the fleet with what the new process reports (the restart rules
-// of DESIGN.md). While a restart is under way calls wait for it, up to their
+// of docs/semantics.md). While a restart is under way calls wait for it, up to their
 // timeout, rather than fail at once. Whatever a plugin answers is checked
 // before berth believes it: an invalid state, a duplicate ID or an Increase
 // that reports more than was asked for is an error of that call, never a
