@@ -23,6 +23,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/berth-ci/berth/internal/sandboxtest"
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/sdk"
 	"github.com/berth-ci/berth/store"
@@ -80,11 +81,22 @@ func open(t *testing.T, path, name, config string, tweak func(*Options)) (*Group
 		tweak(&opts)
 	}
 	g := New(opts)
-	if _, err := g.Init(context.Background(), provider.Settings{Config: []byte(config), StateDir: t.TempDir()}); err != nil {
+	stateDir := t.TempDir()
+	if _, err := g.Init(context.Background(), provider.Settings{Config: []byte(config), StateDir: stateDir}); err != nil {
 		t.Fatalf("Init: %v\nlog:\n%s", err, logs)
 	}
 	t.Cleanup(func() {
+		// Instances outlive their provider by design: delete what the test
+		// created, and kill what a broken plugin could not delete, so that
+		// no sandbox outlives the test.
+		var ids []string
+		if g.Update(context.Background(), func(id string, _ provider.State) { ids = append(ids, id) }) == nil && len(ids) > 0 {
+			g.Decrease(context.Background(), ids)
+		}
 		g.Shutdown(context.Background())
+		for pid := range sandboxtest.Processes(stateDir) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 		if t.Failed() {
 			t.Logf("log:\n%s", logs)
 		}
