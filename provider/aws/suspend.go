@@ -46,6 +46,12 @@ func (g *Group) setInFlight(m map[string]bool, id string, on bool) {
 // Standby is only stopped, which finishes a suspend interrupted between
 // the two calls.
 func (g *Group) Suspend(ctx context.Context, ids []string) ([]string, error) {
+	return g.eachInstance(ctx, "suspend", ids, g.suspendOne)
+}
+
+// eachInstance runs one (a suspend or resume) on each of ids with its
+// lifecycle state in the group, and returns those it succeeded for.
+func (g *Group) eachInstance(ctx context.Context, verb string, ids []string, one func(context.Context, string, asgtypes.LifecycleState) error) ([]string, error) {
 	if !g.cfg.Suspend {
 		return nil, fmt.Errorf("%w: set suspend = true in provider_config (the group's instances must be EBS-backed On-Demand)", ErrUnsupported)
 	}
@@ -56,8 +62,8 @@ func (g *Group) Suspend(ctx context.Context, ids []string) ([]string, error) {
 	var accepted []string
 	var errs []error
 	for _, id := range ids {
-		if err := g.suspendOne(ctx, id, states[id]); err != nil {
-			errs = append(errs, fmt.Errorf("suspend %s: %w", id, err))
+		if err := one(ctx, id, states[id]); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", verb, id, err))
 			continue
 		}
 		accepted = append(accepted, id)
@@ -103,23 +109,7 @@ func (g *Group) suspendOne(ctx context.Context, id string, lc asgtypes.Lifecycle
 // health check find it stopped and replace it. The wait is bounded by ctx
 // and instance_ready_timeout.
 func (g *Group) Resume(ctx context.Context, ids []string) ([]string, error) {
-	if !g.cfg.Suspend {
-		return nil, fmt.Errorf("%w: set suspend = true in provider_config (the group's instances must be EBS-backed On-Demand)", ErrUnsupported)
-	}
-	states, err := g.lifecycles(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var accepted []string
-	var errs []error
-	for _, id := range ids {
-		if err := g.resumeOne(ctx, id, states[id]); err != nil {
-			errs = append(errs, fmt.Errorf("resume %s: %w", id, err))
-			continue
-		}
-		accepted = append(accepted, id)
-	}
-	return accepted, errors.Join(errs...)
+	return g.eachInstance(ctx, "resume", ids, g.resumeOne)
 }
 
 func (g *Group) resumeOne(ctx context.Context, id string, lc asgtypes.LifecycleState) error {

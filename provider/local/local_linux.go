@@ -940,28 +940,39 @@ func (p *Provider) Heartbeat(ctx context.Context, id string) error {
 	if m.State != wantRunning {
 		return fmt.Errorf("local provider: instance %s is %s", id, m.State)
 	}
+	sc, err := p.dialSandbox(ctx, m, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("local provider: heartbeat %s: %w", id, err)
+	}
+	return sc.Close()
+}
+
+// dialSandbox logs in to instance m's SSH server as berth itself (the
+// client key and the host key the provider recorded), for the provider's
+// own requests: it opens no channel and accepts none. The connection must
+// answer within timeout.
+func (p *Provider) dialSandbox(ctx context.Context, m *meta, timeout time.Duration) (ssh.Conn, error) {
 	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(m.HostKey))
 	if err != nil {
-		return fmt.Errorf("local provider: host key of %s: %w", id, err)
+		return nil, fmt.Errorf("host key: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", m.Addr)
 	if err != nil {
-		return fmt.Errorf("local provider: heartbeat %s: %w", id, err)
+		return nil, err
 	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
+	dl, _ := ctx.Deadline()
+	c.SetDeadline(dl)
 	sc, chans, reqs, err := ssh.NewClientConn(c, m.Addr, &ssh.ClientConfig{
 		User:            "root",
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(p.signer)},
 		HostKeyCallback: ssh.FixedHostKey(hostKey),
 	})
 	if err != nil {
-		return fmt.Errorf("local provider: heartbeat %s: SSH handshake: %w", id, err)
+		c.Close()
+		return nil, fmt.Errorf("SSH handshake: %w", err)
 	}
 	go ssh.DiscardRequests(reqs)
 	go func() {
@@ -969,7 +980,7 @@ func (p *Provider) Heartbeat(ctx context.Context, id string) error {
 			nc.Reject(ssh.Prohibited, "no")
 		}
 	}()
-	return sc.Close()
+	return sc, nil
 }
 
 // Shutdown stops notifications; instances keep running and a later Init on
@@ -1011,36 +1022,11 @@ func (p *Provider) Recycle(ctx context.Context, id string) error {
 }
 
 func (p *Provider) sendRecycle(ctx context.Context, m *meta) error {
-	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(m.HostKey))
-	if err != nil {
-		return fmt.Errorf("host key: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", m.Addr)
+	sc, err := p.dialSandbox(ctx, m, time.Minute)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	sc, chans, reqs, err := ssh.NewClientConn(c, m.Addr, &ssh.ClientConfig{
-		User:            "root",
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(p.signer)},
-		HostKeyCallback: ssh.FixedHostKey(hostKey),
-	})
-	if err != nil {
-		return fmt.Errorf("SSH handshake: %w", err)
-	}
 	defer sc.Close()
-	go ssh.DiscardRequests(reqs)
-	go func() {
-		for nc := range chans {
-			nc.Reject(ssh.Prohibited, "no")
-		}
-	}()
 	ok, reply, err := sc.SendRequest(recycleRequest, true, nil)
 	if err != nil {
 		return err
