@@ -602,9 +602,6 @@ type fifo struct {
 func (q *fifo) push(j int) { q.items = append(q.items, j) }
 func (q *fifo) len() int   { return len(q.items) - q.head }
 func (q *fifo) peek() int  { return q.items[q.head] }
-func (q *fifo) at(i int) int {
-	return q.items[q.head+i]
-}
 
 func (q *fifo) pop() int {
 	j := q.items[q.head]

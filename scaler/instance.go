@@ -37,11 +37,6 @@ func (p phase) current() bool {
 	return p == phaseCreating || p == phaseBooting || p == phaseReady || p == phaseResuming
 }
 
-// holdsEnv reports whether the phase belongs to a parked environment.
-func (p phase) holdsEnv() bool {
-	return p == phaseSuspendWait || p == phaseSuspending || p == phaseSuspended
-}
-
 type instance struct {
 	id        string
 	phase     phase

@@ -40,15 +40,15 @@ const (
 // running sandboxes and an HTTP server on the host's loopback standing in
 // for berth's API.
 type fixture struct {
-	t                      *testing.T
-	p                      *local.Provider
-	stateDir, providerDir  string
-	configFile, tokenFile  string
-	a, b                   string // instance IDs
-	api                    string // host loopback address of the stand-in API
-	attackBin              string
-	ctx                    context.Context
-	coreBefore, clockProbe string
+	t                     *testing.T
+	p                     *local.Provider
+	stateDir, providerDir string
+	configFile, tokenFile string
+	a, b                  string // instance IDs
+	api                   string // host loopback address of the stand-in API
+	attackBin             string
+	ctx                   context.Context
+	coreBefore            string
 }
 
 const secret = "s3cr3t-do-not-leak"

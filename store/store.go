@@ -17,6 +17,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/berth-ci/berth/internal/boltfile"
 	"github.com/berth-ci/berth/internal/diskfull"
@@ -82,7 +83,7 @@ func Open(path string) (*Bolt, error) {
 		return nil, err
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("open state file %s: %w; stop the other berth or use another --state-dir", path, ErrLocked)
 	}
 	if err != nil {

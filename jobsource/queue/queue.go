@@ -317,7 +317,7 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 // storeError explains a failed write. bbolt rolls the transaction back, so
 // the caller can say nothing was changed.
 func (q *Queue) storeError(what string, err error) error {
-	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("%s: %w", what, ErrClosed)
 	}
 	if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
@@ -463,7 +463,7 @@ func (q *Queue) Get(id string) (api.Job, error) {
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 			return api.Job{}, ErrClosed
 		}
 		return api.Job{}, fmt.Errorf("read job %s: %w", id, err)
@@ -486,7 +486,7 @@ func (q *Queue) get(id string) (*record, error) {
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("read job %s: %w", id, err)
@@ -534,7 +534,7 @@ func (q *Queue) ListFor(p api.Principal, state api.JobState, limit int) ([]api.J
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("list jobs: %w", err)
