@@ -16,6 +16,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -304,7 +305,13 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 		if err := saveScript(tx, k, sc); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketQueued).Put(k, nil)
+		// The index entry marks a job that resumes an environment, so that
+		// Len can leave it out of the demand without decoding records.
+		var mark []byte
+		if req.Resume != "" {
+			mark = queuedResume
+		}
+		return tx.Bucket(bucketQueued).Put(k, mark)
 	})
 	if err != nil {
 		return api.Job{}, q.storeError("queue the job", err)
@@ -429,13 +436,23 @@ func (q *Queue) WaitForJobs(ctx context.Context) error {
 	}
 }
 
-// Len returns how many jobs are queued (not yet taken), for the scaler's
-// demand: queued jobs need instances even before anything books for them.
+// queuedResume is the value of a queued-index entry whose job resumes a
+// parked environment (entries of other jobs are empty).
+var queuedResume = []byte("resume")
+
+// Len returns how many jobs are queued (not yet taken) that need a new
+// booking, for the scaler's demand: they need instances even before
+// anything books for them. Jobs that resume an environment are left out:
+// their environment's own instance serves them.
 func (q *Queue) Len() (int, error) {
 	n := 0
 	err := q.db.View(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucketQueued).Stats().KeyN
-		return nil
+		return tx.Bucket(bucketQueued).ForEach(func(_, v []byte) error {
+			if !bytes.Equal(v, queuedResume) {
+				n++
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("count queued jobs: %w", err)

@@ -37,3 +37,24 @@ func TestRequestResumeTakesOnlyRunnableResumeJobs(t *testing.T) {
 		t.Fatalf("Request = %v, %v; want the oldest job %s", j, err, plain1)
 	}
 }
+
+// Len, the demand the scaler sees, counts only queued jobs that need a new
+// booking: a job that resumes an environment runs on that environment's
+// own instance.
+func TestLenLeavesOutResumeJobs(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	for _, resume := range []string{"", "env-a", "", "env-b", ""} {
+		if _, err := q.Submit(api.JobRequest{Script: "true", Resume: resume}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := q.Len(); n != 3 || err != nil {
+		t.Fatalf("Len = %d, %v; want the 3 plain jobs", n, err)
+	}
+	if j, err := q.Request(context.Background()); err != nil || j == nil {
+		t.Fatalf("Request = %v, %v", j, err)
+	}
+	if n, err := q.Len(); n != 2 || err != nil {
+		t.Fatalf("Len after one job was taken = %d, %v; want 2", n, err)
+	}
+}
