@@ -169,8 +169,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		for _, d := range dead {
 			log.Warn("job died with the previous berth process; releasing its slot", "key", d.Key, "instance", d.InstanceID)
 			// Its leftovers must not reach the next job: reset the
-			// instance now, before any job can be booked on it.
-			if !as.DeleteInstanceOnDeadJob {
+			// instance now, before any job can be booked on it. An
+			// environment the job resumed is parked again as the job
+			// left it, for its owner only: never reset it.
+			if !as.DeleteInstanceOnDeadJob && !d.HoldsEnv {
 				m.recycle(ctx, log, d.InstanceID)
 			}
 		}

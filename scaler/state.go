@@ -88,6 +88,10 @@ func (s *Scaler) State() State {
 type DeadJob struct {
 	Key        string
 	InstanceID string
+	// HoldsEnv is true when the job ran on a parked environment it resumed:
+	// the environment outlives the job and is parked again with what the
+	// job left (I6), so the instance must not be reset.
+	HoldsEnv bool
 }
 
 // Restore builds a core from durable state after a restart. Every booking in
@@ -128,7 +132,7 @@ func Restore(cfg Config, st State, now time.Time) (*Scaler, []DeadJob, error) {
 	for _, rec := range st.Reservations {
 		in := s.instances[rec.InstanceID]
 		if rec.Acquired && in != nil {
-			dead = append(dead, DeadJob{Key: rec.Key, InstanceID: rec.InstanceID})
+			dead = append(dead, DeadJob{Key: rec.Key, InstanceID: rec.InstanceID, HoldsEnv: holdsEnv[rec.InstanceID]})
 			in.useCount++
 			if cfg.DeleteOnDeadJob && in.restoredFrom != phaseDeleting && !holdsEnv[rec.InstanceID] {
 				in.restoredFrom = phaseDeleting

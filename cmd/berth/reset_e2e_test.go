@@ -50,3 +50,21 @@ max_instances = 1
 		t.Errorf("instances after restart: %+v, want only %s", ins, inst)
 	}
 }
+
+// TestEnvironmentKeepsItsFilesWhenItsResumeJobDiesWithBerth kills berth
+// while a job runs on a parked environment it resumed. The environment
+// outlives that job (it is parked again as the job left it), so the reset
+// that wipes the instances of dead jobs must leave it alone: the next
+// resume still finds the files the parking job wrote.
+func TestEnvironmentKeepsItsFilesWhenItsResumeJobDiesWithBerth(t *testing.T) {
+	d := newDaemon(t, "")
+	key, host := parkMarker(t, d)
+	running := d.submit("--resume", key, "--", "echo started; sleep 300")
+	waitFor(t, time.Minute, "the resume job's output", func() bool {
+		out, _, _ := d.berth("logs", running)
+		return strings.Contains(out, "started")
+	})
+	d.kill9()
+	d.start()
+	resumeMarker(t, d, key, host)
+}
