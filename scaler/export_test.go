@@ -44,6 +44,9 @@ func (s *Scaler) RecountForTest() Recount {
 		if r.inst != nil && r.inst.slots[r.slot] == r && !r.inst.phase.current() {
 			continue // bound to a draining or suspend_wait instance
 		}
+		if r.env != nil && (r.inst == nil || r.inst.slots[r.slot] != r) {
+			continue // waits for its environment's own instance to resume
+		}
 		rc.InUse++
 	}
 	_, rc.IdleTarget = s.demand(s.policy())

@@ -12,7 +12,7 @@ import (
 // booking yet (Queued); the idle target is the largest of idle_count, the
 // scale factor's and target_wait's hot pool.
 func (s *Scaler) demand(p policy.Policy) (inUse, idleTarget int) {
-	inUse = len(s.res) - s.offCurrentUsed + s.queued
+	inUse = len(s.res) - s.offCurrentUsed - s.resumesWaiting() + s.queued
 	idleTarget = p.IdleCount
 	if p.ScaleFactor > 0 {
 		f := min(int(math.Ceil(p.ScaleFactor*float64(inUse))), p.ScaleFactorLimit)
@@ -22,6 +22,20 @@ func (s *Scaler) demand(p policy.Policy) (inUse, idleTarget int) {
 		idleTarget = max(idleTarget, s.sized.Hot)
 	}
 	return inUse, idleTarget
+}
+
+// resumesWaiting counts bookings that wait for a parked environment's
+// instance to resume (or to finish suspending first). That instance serves
+// them, so they are no demand for another one: counting them made a resume
+// during a suspend ask for an instance nobody needed.
+func (s *Scaler) resumesWaiting() int {
+	n := 0
+	for _, e := range s.envs {
+		if r := e.inUse; r != nil && (e.inst == nil || e.inst.slots[e.slot] != r) {
+			n++
+		}
+	}
+	return n
 }
 
 // poolTarget is how many idle instances the suspended tier should hold:
