@@ -31,9 +31,18 @@ type Recount struct {
 }
 
 // RecountForTest recomputes the scaling inputs without the incremental counters.
-func (s *Scaler) RecountForTest() Recount {
+func (s *Scaler) RecountForTest() Recount { return s.RecountWithoutForTest(nil) }
+
+// RecountWithoutForTest is RecountForTest as if the parked environments'
+// instances in resumed had not been resumed yet: neither they nor the
+// bookings they serve count. A resume is a job's doing, not a scaling
+// decision, so a scale-up is judged against the fleet without it.
+func (s *Scaler) RecountWithoutForTest(resumed map[string]bool) Recount {
 	var rc Recount
 	for _, in := range s.instances {
+		if resumed[in.id] {
+			continue
+		}
 		if in.phase.current() || in.phase == phaseRestored {
 			rc.Have++
 		}
@@ -44,8 +53,8 @@ func (s *Scaler) RecountForTest() Recount {
 		if r.inst != nil && r.inst.slots[r.slot] == r && !r.inst.phase.current() {
 			continue // bound to a draining or suspend_wait instance
 		}
-		if r.env != nil && (r.inst == nil || r.inst.slots[r.slot] != r) {
-			continue // waits for its environment's own instance to resume
+		if r.env != nil && (r.inst == nil || !r.inst.phase.current() || resumed[r.inst.id]) && (r.inst == nil || r.inst.slots[r.slot] != r) {
+			continue // waits for its environment's own instance, not yet resuming
 		}
 		rc.InUse++
 	}

@@ -25,13 +25,15 @@ func (s *Scaler) demand(p policy.Policy) (inUse, idleTarget int) {
 }
 
 // resumesWaiting counts bookings that wait for a parked environment's
-// instance to resume (or to finish suspending first). That instance serves
-// them, so they are no demand for another one: counting them made a resume
-// during a suspend ask for an instance nobody needed.
+// instance while it is not current (still suspending, or suspended with the
+// resume not yet issued). That instance serves them, so they are no demand
+// for another one: counting them made a resume during a suspend ask for an
+// instance nobody needed. Once the instance resumes it counts as current,
+// and so does the booking it will hold.
 func (s *Scaler) resumesWaiting() int {
 	n := 0
 	for _, e := range s.envs {
-		if r := e.inUse; r != nil && (e.inst == nil || e.inst.slots[e.slot] != r) {
+		if r := e.inUse; r != nil && (e.inst == nil || !e.inst.phase.current()) && (e.inst == nil || e.inst.slots[e.slot] != r) {
 			n++
 		}
 	}

@@ -265,6 +265,7 @@ func (w *world) step(i int) {
 	}
 	w.now = w.now.Add(dt)
 	w.s.Advance(w.now)
+	w.apply()
 
 	if w.rng.IntN(10) < 8 {
 		w.observe()
@@ -360,6 +361,7 @@ func (w *world) arrive() {
 		w.refused++
 		// An arrival is a job known to wait, as with the built-in queue.
 		w.s.RelieveParked()
+		w.apply()
 		return
 	}
 	w.logf("reserve %s", k)
@@ -435,6 +437,9 @@ func (w *world) resumeOne() {
 		j := &job{key: k, state: jobWaiting, resumes: ek, state0: p.state, deadline: w.now.Add(15 * time.Minute)}
 		w.jobs[k] = j
 		w.taken++
+		// The fleet carries out the actions of every call before the next
+		// one, so a check of this call's decisions sees only this call.
+		w.apply()
 	case errors.As(err, &lost) && strings.Contains(lost.Reason, "evicted") && w.cfg.EnvEvictAfter > 0:
 		// Evicted in this step by a refused booking; the EnvEvicted action,
 		// carried out at the end of the step, checks the eviction.
@@ -496,6 +501,7 @@ func (w *world) finishJobs() {
 		}
 		delete(w.jobs, k)
 		w.done++
+		w.apply() // as the fleet does after every call
 		w.apply()
 	}
 }
@@ -620,9 +626,20 @@ func (w *world) apply() {
 		}
 		// I7: a scale-up never provisions beyond demand + idle target, both
 		// recomputed from scratch rather than from the core's counters.
+		// Parked environments resumed by jobs in this batch are no scaling
+		// decision: judge the scale-up without them.
+		resumed := map[string]bool{}
+		pooled := w.s.PooledForTest()
+		for _, a := range acts {
+			if r, ok := a.(scaler.Resume); ok {
+				if _, tier := pooled[r.ID]; !tier {
+					resumed[r.ID] = true
+				}
+			}
+		}
 		for _, a := range acts {
 			if inc, ok := a.(scaler.Increase); ok {
-				if rc := w.s.RecountForTest(); rc.Have > rc.Desired {
+				if rc := w.s.RecountWithoutForTest(resumed); rc.Have > rc.Desired {
 					w.errorf("I7: increase %d leaves %d instances, demand %d + idle %d needs %d", inc.N, rc.Have, rc.InUse, rc.IdleTarget, rc.Desired)
 				}
 				if inc.N > w.cfg.ThrottleBurst && w.cfg.ThrottleBurst > 0 {
