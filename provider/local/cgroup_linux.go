@@ -38,6 +38,16 @@ func (c *cgroupRoot) has(ctl string) bool {
 // lives at /sys/fs/cgroup on unified hosts but elsewhere (e.g.
 // /sys/fs/cgroup/unified) on hybrid ones.
 func findCgroup2() (string, error) {
+	return ownCgroup("cgroup2",
+		func(string) bool { return true },
+		func(ctrls string) bool { return ctrls == "" }) // the v2 line is "0::PATH"
+}
+
+// ownCgroup finds the calling process's directory in a cgroup hierarchy:
+// the first mount of fstype whose super options satisfy mount, joined with
+// the path of the /proc/self/cgroup line whose controller list satisfies
+// line, relative to the mount's root.
+func ownCgroup(fstype string, mount func(superOpts string) bool, line func(controllers string) bool) (string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
@@ -52,25 +62,26 @@ func findCgroup2() (string, error) {
 			continue
 		}
 		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) >= 5 && len(qf) >= 1 && qf[0] == "cgroup2" {
+		if len(pf) >= 5 && len(qf) >= 3 && qf[0] == fstype && mount(qf[2]) {
 			mntRoot, mnt = pf[3], pf[4]
 			break
 		}
 	}
 	if mnt == "" {
-		return "", errors.New("no cgroup2 mount")
+		return "", fmt.Errorf("no %s mount", fstype)
 	}
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			rel := strings.TrimPrefix(rest, mntRoot)
-			return filepath.Join(mnt, rel), nil
+	for _, l := range strings.Split(string(b), "\n") {
+		// HIERARCHY-ID:CONTROLLERS:PATH
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) == 3 && line(parts[1]) {
+			return filepath.Join(mnt, strings.TrimPrefix(parts[2], mntRoot)), nil
 		}
 	}
-	return "", errors.New("process has no cgroup v2 path")
+	return "", fmt.Errorf("process has no %s path", fstype)
 }
 
 // newCgroupRoot checks that instance cgroups can be made under

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -20,42 +19,8 @@ import (
 
 // findPidsV1 returns the v1 pids cgroup directory of the calling process.
 func findPidsV1() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	var mnt, mntRoot string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" {
-			continue
-		}
-		for _, opt := range strings.Split(qf[2], ",") {
-			if opt == "pids" {
-				mntRoot, mnt = pf[3], pf[4]
-			}
-		}
-	}
-	if mnt == "" {
-		return "", errors.New("no cgroup v1 pids mount")
-	}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 && strings.Contains(","+parts[1]+",", ",pids,") {
-			return filepath.Join(mnt, strings.TrimPrefix(parts[2], mntRoot)), nil
-		}
-	}
-	return "", errors.New("process has no cgroup v1 pids path")
+	hasPids := func(list string) bool { return strings.Contains(","+list+",", ",pids,") }
+	return ownCgroup("cgroup", hasPids, hasPids)
 }
 
 // newPidsV1 returns the group's v1 pids directory when it can be used.
