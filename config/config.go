@@ -35,6 +35,7 @@ import (
 const (
 	DefaultListen                 = "127.0.0.1:8765"
 	DefaultLogLevel               = "info"
+	DefaultLogFormat              = "text"
 	DefaultJobTimeout             = time.Hour
 	DefaultProvider               = "local"
 	DefaultCapacityPerInstance    = 1
@@ -90,6 +91,9 @@ type Config struct {
 	StateDir string
 	// LogLevel is one of "debug", "info", "warn", "error".
 	LogLevel string
+	// LogFormat is "text" (logfmt-like key=value lines) or "json" (one
+	// object per line, for log shippers).
+	LogFormat string
 	// JobTimeout bounds a job that does not set its own timeout (key
 	// job_timeout, top level because it applies to every source).
 	JobTimeout time.Duration
@@ -235,6 +239,7 @@ func Default() *Config {
 		Listen:     DefaultListen,
 		StateDir:   DefaultStateDir(),
 		LogLevel:   DefaultLogLevel,
+		LogFormat:  DefaultLogFormat,
 		JobTimeout: DefaultJobTimeout,
 		Sources:    []Source{{Kind: SourceQueue}},
 		Autoscaler: Autoscaler{

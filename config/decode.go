@@ -312,6 +312,7 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	}
 	root.bool("insecure_listen", &c.InsecureListen)
 	root.str("log_level", &c.LogLevel)
+	root.str("log_format", &c.LogFormat)
 	root.duration("job_timeout", &c.JobTimeout)
 
 	if srcs, present := root.tables("source"); present {

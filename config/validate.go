@@ -102,7 +102,10 @@ func renderTyped(v any) string {
 
 var providerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
-var logLevels = []string{"debug", "info", "warn", "error"}
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"text", "json"}
+)
 
 // check returns the problems (errors) and doubts (warnings) in c.
 func (c *Config) check() (issues, warnings []Issue) {
@@ -119,6 +122,9 @@ func (c *Config) check() (issues, warnings []Issue) {
 	}
 	if !contains(logLevels, c.LogLevel) {
 		k.fail("log_level", c.LogLevel, "must be one of %s", quoteList(logLevels))
+	}
+	if !contains(logFormats, c.LogFormat) {
+		k.fail("log_format", c.LogFormat, "must be one of %s", quoteList(logFormats))
 	}
 	if c.JobTimeout <= 0 {
 		k.fail("job_timeout", c.JobTimeout, `must be positive, e.g. "1h"`)

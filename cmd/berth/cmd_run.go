@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/internal/logging"
 	"github.com/berth-ci/berth/manager"
 )
 
@@ -42,9 +42,13 @@ func newRunCmd() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			level := slog.LevelInfo
-			_ = level.UnmarshalText([]byte(cfg.LogLevel))
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			// Every line goes through one handler: the local provider
+			// and other code that takes slog.Default, the sandboxes
+			// (through their environment) and re-logged plugin lines.
+			log, err := logging.Setup(os.Stderr, logging.Settings{Level: cfg.LogLevel, Format: cfg.LogFormat})
+			if err != nil {
+				return err
+			}
 
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-ci/berth/internal/diskfull"
+	"github.com/berth-ci/berth/internal/logging"
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -370,6 +371,7 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 	if v, ok := os.LookupEnv("GORACE"); ok {
 		cmd.Env = append(cmd.Env, "GORACE="+v)
 	}
+	cmd.Env = append(cmd.Env, logging.Env()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = extra
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC)

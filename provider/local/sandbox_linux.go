@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/internal/logging"
 )
 
 // sandboxEnv is the environment marker that turns a re-executed berth
@@ -46,7 +48,7 @@ func RunSandboxIfRequested() {
 	if os.Getenv(sandboxEnv) == "" {
 		return
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := logging.FromEnv(os.Stderr)
 	if err := runSandbox(log); err != nil {
 		log.Error("sandbox failed", "err", err)
 		os.Exit(1)

@@ -1,0 +1,92 @@
+// Package logging builds the one slog handler every line berth writes goes
+// through: the daemon, the providers it runs in-process, the sandboxes of
+// the local provider (separate processes that learn the settings from their
+// environment) and the plugins (whose lines berth re-logs).
+package logging
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// The formats log_format accepts.
+const (
+	FormatText = "text"
+	FormatJSON = "json"
+)
+
+// Environment variables that carry the settings to berth's own child
+// processes (sandboxes), whose environment is otherwise cleared.
+const (
+	envLevel  = "BERTH_LOG_LEVEL"
+	envFormat = "BERTH_LOG_FORMAT"
+)
+
+// Settings say how berth logs.
+type Settings struct {
+	// Level is "debug", "info", "warn" or "error"; empty means info.
+	Level string
+	// Format is FormatText or FormatJSON; empty means text.
+	Format string
+}
+
+// New returns a logger writing to w with s's level and format.
+func New(w io.Writer, s Settings) (*slog.Logger, error) {
+	var level slog.Level
+	if s.Level != "" {
+		if err := level.UnmarshalText([]byte(s.Level)); err != nil {
+			return nil, fmt.Errorf("log level %q: want debug, info, warn or error", s.Level)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(s.Format) {
+	case "", FormatText:
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case FormatJSON:
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want %q or %q", s.Format, FormatText, FormatJSON)
+}
+
+// Setup makes s the process's default (slog.SetDefault, which also routes
+// the standard log package through it) and remembers it for Env, so that
+// code that takes slog.Default and the processes berth starts log alike.
+func Setup(w io.Writer, s Settings) (*slog.Logger, error) {
+	log, err := New(w, s)
+	if err != nil {
+		return nil, err
+	}
+	slog.SetDefault(log)
+	current = s
+	return log, nil
+}
+
+// current is what Setup was last given; Env passes it on.
+var current Settings
+
+// Env returns the environment entries that give a child process started by
+// berth (with a cleared environment) the settings of the last Setup.
+func Env() []string {
+	var env []string
+	if current.Level != "" {
+		env = append(env, envLevel+"="+current.Level)
+	}
+	if current.Format != "" {
+		env = append(env, envFormat+"="+current.Format)
+	}
+	return env
+}
+
+// FromEnv returns a logger to w configured by Env's entries in this
+// process's environment; unknown values fall back to info and text, since
+// a child must log something rather than fail over its log settings.
+func FromEnv(w io.Writer) *slog.Logger {
+	s := Settings{Level: os.Getenv(envLevel), Format: os.Getenv(envFormat)}
+	if log, err := New(w, s); err == nil {
+		return log
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
