@@ -125,6 +125,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, err
 	}
+	m.prov = m.metrics.Meter(m.prov) // every provider call timed, by method
 	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("initialise provider %q: %w", provName, err)
@@ -286,6 +287,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	go m.sampleMetrics(fleetCtx)
 	backupDone := make(chan struct{})
 	go func() { m.backups(ctx); close(backupDone) }()
 

@@ -1,15 +1,22 @@
 // Package metrics exposes berth's Prometheus metrics: instances and slots by
 // state, refused reservations by reason, scale operations, deletions by
-// reason, job queue wait, instance time-to-ready and jobs by result.
+// reason, job queue wait, instance time-to-ready, jobs by result, the
+// fleet's instance-seconds by billing phase, provider call latency and
+// errors by method, queued jobs by source and the build. Labelled series
+// that berth knows in advance start at 0, so rates and alerts work from the
+// first scrape.
 package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/berth-ci/berth/internal/buildinfo"
+	"github.com/berth-ci/berth/jobsource"
 	"github.com/berth-ci/berth/scaler"
 )
 
@@ -30,6 +37,15 @@ type Metrics struct {
 	Jobs *prometheus.CounterVec
 	// ProviderRestarts counts restarts of a provider plugin, by plugin name.
 	ProviderRestarts *prometheus.CounterVec
+	// ProviderCalls observes the latency of provider calls, by method (see Meter).
+	ProviderCalls *prometheus.HistogramVec
+	// ProviderErrors counts failed provider calls, by method.
+	ProviderErrors *prometheus.CounterVec
+	// QueuedJobs is the number of jobs waiting for an instance, by source
+	// ("queue", "gitlab"); a source that cannot tell stays at 0.
+	QueuedJobs *prometheus.GaugeVec
+
+	cost *instanceSeconds
 }
 
 // New registers berth's metrics. counts is called at every scrape for the
@@ -58,10 +74,57 @@ func New(counts func() scaler.Counts) *Metrics {
 			Name: "berth_provider_restarts_total", Help: "Restarts of the provider plugin after it crashed, hung or broke its connection.",
 		}, []string{"provider"}),
 	}
+	m.ProviderCalls, m.ProviderErrors = newProviderCollectors()
+	m.QueuedJobs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "berth_jobs_queued", Help: "Jobs waiting to be booked on a new instance, by source (a source that cannot tell, like GitLab, stays at 0).",
+	}, []string{"source"})
+	m.cost = newInstanceSeconds()
+	m.preinitialise()
 	m.reg.MustRegister(m.ScaleOps, m.Deletions, m.QueueWait, m.TimeToReady, m.Jobs, m.ProviderRestarts,
+		m.ProviderCalls, m.ProviderErrors, m.QueuedJobs, m.cost.vec, newBuildInfo(buildinfo.Read()),
 		&fleetCollector{counts: counts},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// deletionReasons are the reasons the core gives when an instance leaves.
+var deletionReasons = []scaler.Reason{scaler.ReasonIdle, scaler.ReasonMaxUse, scaler.ReasonHeartbeat,
+	scaler.ReasonReadyHook, scaler.ReasonNotReady, scaler.ReasonProviderTimeout, scaler.ReasonEnvExpired,
+	scaler.ReasonUnclaimed, scaler.ReasonUnknown, scaler.ReasonDeadJob, scaler.ReasonSuspendFailed,
+	scaler.ReasonShutdown, scaler.ReasonRemovedByProvider, scaler.ReasonSuspendedIdle,
+	scaler.ReasonResumeFailed, scaler.ReasonEnvEvicted}
+
+// preinitialise creates every labelled series berth knows in advance at 0.
+func (m *Metrics) preinitialise() {
+	for _, d := range []string{"up", "in"} {
+		m.ScaleOps.WithLabelValues(d)
+	}
+	for _, r := range deletionReasons {
+		m.Deletions.WithLabelValues(string(r))
+	}
+	m.Jobs.WithLabelValues("success")
+	for _, f := range []jobsource.FailureKind{jobsource.FailureScript, jobsource.FailureSystem,
+		jobsource.FailureTimeout, jobsource.FailureCanceled} {
+		m.Jobs.WithLabelValues(string(f))
+	}
+	for _, s := range []string{"queue", "gitlab"} {
+		m.QueuedJobs.WithLabelValues(s)
+	}
+}
+
+// Accrue adds the fleet's instance-seconds since the last call, by billing
+// phase; the daemon calls it every second with the core's counts.
+func (m *Metrics) Accrue(byPhase map[string]int, now time.Time) { m.cost.Accrue(byPhase, now) }
+
+// newBuildInfo is berth_build_info: always 1, the build in its labels, so a
+// dashboard can show which version runs and join it to other series.
+func newBuildInfo(i buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "berth_build_info", Help: "Always 1; the labels say which berth build is running.",
+		ConstLabels: prometheus.Labels{"version": i.Version, "commit": i.Commit, "date": i.Date, "goversion": i.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Observe records what a core action says about the fleet.

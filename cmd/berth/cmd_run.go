@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/internal/buildinfo"
 	"github.com/berth-ci/berth/internal/logging"
 	"github.com/berth-ci/berth/manager"
 )
@@ -52,7 +53,7 @@ func newRunCmd() *cobra.Command {
 
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			m, err := manager.New(ctx, cfg, log, manager.Options{Version: version})
+			m, err := manager.New(ctx, cfg, log, manager.Options{Version: buildinfo.Read().Version})
 			if err != nil {
 				return fmt.Errorf("start: %w", err)
 			}

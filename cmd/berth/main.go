@@ -9,12 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-ci/berth/internal/buildinfo"
 	"github.com/berth-ci/berth/provider/local"
 	_ "github.com/berth-ci/berth/provider/sim" // registers provider "sim"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	// A sandbox of the local provider is this same binary, re-executed.
@@ -37,8 +35,8 @@ func main() {
 		newStateCmd(),
 		&cobra.Command{
 			Use:   "version",
-			Short: "Print berth's version",
-			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+			Short: "Print berth's version, commit and build date",
+			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "berth", buildinfo.Read()) },
 		},
 	)
 	if err := root.Execute(); err != nil {
