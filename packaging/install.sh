@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs berth from an unpacked release tarball as a systemd service:
+#   tar xzf berth_VERSION_linux_ARCH.tar.gz && cd berth_VERSION_linux_ARCH && sudo ./install.sh
+# It never overwrites an existing /etc/berth/berth.toml.
+set -euo pipefail
+cd "$(dirname "$0")"
+[ "$(id -u)" = 0 ] || { echo "install.sh: run as root (sudo ./install.sh)" >&2; exit 1; }
+install -m 0755 berth berth-provider-local berth-provider-aws /usr/local/bin/
+install -m 0644 berth.service /etc/systemd/system/berth.service
+install -d -m 0755 /etc/berth
+if [ ! -e /etc/berth/berth.toml ]; then
+  install -m 0600 berth.toml /etc/berth/berth.toml
+else
+  echo "install.sh: keeping the existing /etc/berth/berth.toml"
+fi
+# The local provider maps sandboxes to the "berth" subordinate ID ranges.
+for f in /etc/subuid /etc/subgid; do
+  grep -q '^berth:' "$f" 2>/dev/null || echo "berth:1879048192:65536" >> "$f"
+done
+systemctl daemon-reload
+systemctl enable --now berth
+echo "berth is running: systemctl status berth; journalctl -u berth -f"
