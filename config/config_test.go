@@ -312,6 +312,7 @@ func TestBadConfigs(t *testing.T) {
 		{"key without cert", "tls_key_file = \"berth.key\"\n", "tls_key_file", 1, "set both"},
 		{"listen bad port", "listen = \"localhost:http\"\n", "listen", 1, "0 to 65535"},
 		{"log level", "\n\nlog_level = \"verbose\"\n", "log_level", 3, `"debug", "info", "warn", "error"`},
+		{"log format", "log_format = \"logfmt\"\n", "log_format", 1, `"text", "json"`},
 		{"job_timeout 0", "job_timeout = \"0s\"\n", "job_timeout", 1, "positive"},
 		{"empty state_dir", "state_dir = \"\"\n", "state_dir", 1, "must not be empty"},
 		{"tilde user", "state_dir = \"~bob/state\"\n", "state_dir", 1, "~user"},
@@ -547,5 +548,20 @@ dotted.inner = 4
 	}
 	if got := ix.line("arr[1].sub.unknown"); got != 17 {
 		t.Errorf("fallback to parent = %d, want 17", got)
+	}
+}
+
+// TestPackagedExampleIsValid keeps packaging/berth.toml, the config the
+// systemd unit starts with, loadable and free of warnings.
+func TestPackagedExampleIsValid(t *testing.T) {
+	c, err := Load("../packaging/berth.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("packaging/berth.toml has warnings: %v", c.Warnings)
+	}
+	if c.LogFormat != "json" || c.StateDir != "/var/lib/berth" {
+		t.Errorf("log_format %q, state_dir %q: the example no longer matches the unit", c.LogFormat, c.StateDir)
 	}
 }
