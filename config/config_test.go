@@ -84,7 +84,7 @@ func TestSample(t *testing.T) {
 	wantSources := []Source{
 		{Kind: "queue"},
 		{Kind: "gitlab", URL: "https://gitlab.example.com", Token: "glrt-EXAMPLE-token-value", TokenFile: abs,
-			RequestConcurrency: 4, CheckInterval: 3 * time.Second},
+			RequestConcurrency: 4, CheckInterval: 3 * time.Second, OutputLimit: 4 << 20},
 	}
 	if !reflect.DeepEqual(c.Sources, wantSources) {
 		t.Errorf("sources:\n got %#v\nwant %#v", c.Sources, wantSources)
