@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/manager"
 )
 
@@ -25,13 +24,9 @@ func newRunCmd() *cobra.Command {
 		Short: "Run the berth daemon (local provider and built-in queue when there is no config)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := config.Default()
-			cfg.SetProviderCheck(checkProvider)
-			if cfgFile != "" {
-				var err error
-				if cfg, err = config.Load(cfgFile, config.WithProviderCheck(checkProvider)); err != nil {
-					return err
-				}
+			cfg, err := loadConfig(cfgFile)
+			if err != nil {
+				return err
 			}
 			if listen != "" {
 				cfg.Listen = listen
@@ -46,9 +41,9 @@ func newRunCmd() *cobra.Command {
 			_ = level.UnmarshalText([]byte(cfg.LogLevel))
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, force, stop := stopSignals(log)
 			defer stop()
-			m, err := manager.New(ctx, cfg, log, manager.Options{Version: version})
+			m, err := manager.New(ctx, cfg, log, manager.Options{Version: version, Force: force})
 			if err != nil {
 				return fmt.Errorf("start: %w", err)
 			}
@@ -59,4 +54,36 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "", "address of the HTTP API (default 127.0.0.1:8765)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "directory for berth's state (default ~/.local/state/berth)")
 	return cmd
+}
+
+// stopSignals turns the first SIGINT or SIGTERM into a graceful stop (ctx is
+// canceled: no new jobs, running ones get shutdown_timeout) and the second
+// into a forced one (force is closed: running jobs are canceled now), so an
+// operator who pressed Ctrl-C once is never stuck for the grace period.
+func stopSignals(log *slog.Logger) (ctx context.Context, force <-chan struct{}, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	forced := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Warn("stop signal: stopping gracefully; send it again to cancel running jobs now", "signal", sig.String())
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			log.Warn("second stop signal: forcing the stop", "signal", sig.String())
+			close(forced)
+		case <-done:
+		}
+	}()
+	return ctx, forced, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }

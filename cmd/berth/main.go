@@ -35,6 +35,7 @@ func main() {
 		newBenchCmd(),
 		newProviderCmd(),
 		newStateCmd(),
+		newConfigCmd(),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print berth's version",
