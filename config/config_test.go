@@ -90,7 +90,7 @@ func TestSample(t *testing.T) {
 		t.Errorf("sources:\n got %#v\nwant %#v", c.Sources, wantSources)
 	}
 	var pc map[string]any
-	if err := json.Unmarshal(c.Autoscaler.ProviderConfig, &pc); err != nil || pc["image"] != "debian:bookworm" || pc["cpus"] != 2.0 {
+	if err := json.Unmarshal(c.Autoscaler.ProviderConfig, &pc); err != nil || pc["network"] != "isolated" || pc["pids_max"] != 4096.0 {
 		t.Errorf("provider_config = %s (%v)", c.Autoscaler.ProviderConfig, err)
 	}
 	if n := len(c.Autoscaler.Policies); n != 2 {

@@ -64,6 +64,11 @@ max_instances = 4
 		t.Error("config check created the state directory")
 	}
 
+	// The complete sample the docs point at is a config berth starts with.
+	if _, _, err := runCLI(t, newConfigCmd(), "", "check", "../../config/testdata/berth.toml"); err != nil {
+		t.Errorf("config/testdata/berth.toml: %v", err)
+	}
+
 	if _, _, err := runCLI(t, newConfigCmd(), "", "check", filepath.Join(dir, "missing.toml")); err == nil ||
 		!strings.Contains(err.Error(), "read config") {
 		t.Errorf("missing file: %v", err)
