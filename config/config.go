@@ -37,6 +37,8 @@ const (
 	DefaultLogLevel               = "info"
 	DefaultLogFormat              = "text"
 	DefaultJobTimeout             = time.Hour
+	DefaultShutdownTimeout        = 5 * time.Minute
+	DefaultOutputLimitKiB         = 4096
 	DefaultProvider               = "local"
 	DefaultCapacityPerInstance    = 1
 	DefaultMaxInstances           = 10
@@ -97,6 +99,10 @@ type Config struct {
 	// JobTimeout bounds a job that does not set its own timeout (key
 	// job_timeout, top level because it applies to every source).
 	JobTimeout time.Duration
+	// ShutdownTimeout (key shutdown_timeout) is how long running jobs may
+	// go on after the first stop signal before they are canceled; a second
+	// signal cancels them at once.
+	ShutdownTimeout time.Duration
 
 	// Sources are where jobs come from; several share one fleet. Written as
 	// one [source] table or as [[source]] array elements. With no source in
@@ -135,6 +141,20 @@ type Source struct {
 	RequestConcurrency int
 	// CheckInterval is how often GitLab is polled for jobs (gitlab only).
 	CheckInterval time.Duration
+	// BuildsDir is where GitLab jobs check out their sources on the
+	// instance (gitlab only); empty means $HOME/builds there.
+	BuildsDir string
+	// OutputLimit caps a GitLab job's log, in bytes (gitlab only). The file
+	// gives it in kilobytes (key output_limit), as gitlab-runner does.
+	OutputLimit int
+	// CAFile is a PEM bundle of the certificate authorities GitLab's
+	// certificate is checked against (gitlab only, key ca_file, absolute
+	// after loading); empty means the system's.
+	CAFile string
+	// Proxy is the URL of the HTTP proxy to reach GitLab through (gitlab
+	// only); empty means the environment's HTTPS_PROXY, HTTP_PROXY and
+	// NO_PROXY.
+	Proxy string
 }
 
 // String describes the source without its token, so that a Source can be
@@ -236,12 +256,13 @@ func DefaultPolicyPeriod() policy.Period {
 // file: the built-in queue, the local provider and the defaults of docs/config.md.
 func Default() *Config {
 	return &Config{
-		Listen:     DefaultListen,
-		StateDir:   DefaultStateDir(),
-		LogLevel:   DefaultLogLevel,
-		LogFormat:  DefaultLogFormat,
-		JobTimeout: DefaultJobTimeout,
-		Sources:    []Source{{Kind: SourceQueue}},
+		Listen:          DefaultListen,
+		StateDir:        DefaultStateDir(),
+		LogLevel:        DefaultLogLevel,
+		LogFormat:       DefaultLogFormat,
+		JobTimeout:      DefaultJobTimeout,
+		ShutdownTimeout: DefaultShutdownTimeout,
+		Sources:         []Source{{Kind: SourceQueue}},
 		Autoscaler: Autoscaler{
 			Provider:               DefaultProvider,
 			ProviderConfig:         json.RawMessage("{}"),

@@ -84,13 +84,13 @@ func TestSample(t *testing.T) {
 	wantSources := []Source{
 		{Kind: "queue"},
 		{Kind: "gitlab", URL: "https://gitlab.example.com", Token: "glrt-EXAMPLE-token-value", TokenFile: abs,
-			RequestConcurrency: 4, CheckInterval: 3 * time.Second},
+			RequestConcurrency: 4, CheckInterval: 3 * time.Second, OutputLimit: 4 << 20},
 	}
 	if !reflect.DeepEqual(c.Sources, wantSources) {
 		t.Errorf("sources:\n got %#v\nwant %#v", c.Sources, wantSources)
 	}
 	var pc map[string]any
-	if err := json.Unmarshal(c.Autoscaler.ProviderConfig, &pc); err != nil || pc["image"] != "debian:bookworm" || pc["cpus"] != 2.0 {
+	if err := json.Unmarshal(c.Autoscaler.ProviderConfig, &pc); err != nil || pc["network"] != "isolated" || pc["pids_max"] != 4096.0 {
 		t.Errorf("provider_config = %s (%v)", c.Autoscaler.ProviderConfig, err)
 	}
 	if n := len(c.Autoscaler.Policies); n != 2 {

@@ -281,7 +281,9 @@ func (t *table) finish() {
 	})
 	for _, k := range unknown {
 		msg := "unknown key"
-		if s := suggest(k, t.known); s != "" {
+		if h := runnerHint(t.path, k); h != "" {
+			msg += "; " + h
+		} else if s := suggest(k, t.known); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		} else if len(t.known) > 0 {
 			msg += "; valid keys here: " + strings.Join(dedupe(t.known), ", ")
@@ -314,6 +316,7 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	root.str("log_level", &c.LogLevel)
 	root.str("log_format", &c.LogFormat)
 	root.duration("job_timeout", &c.JobTimeout)
+	root.duration("shutdown_timeout", &c.ShutdownTimeout)
 
 	if srcs, present := root.tables("source"); present {
 		c.Sources = nil
@@ -336,6 +339,7 @@ func (d *decoder) source(t *table) Source {
 	if s.Kind == SourceGitLab {
 		s.RequestConcurrency = DefaultRequestConcurrency
 		s.CheckInterval = DefaultCheckInterval
+		s.OutputLimit = DefaultOutputLimitKiB << 10
 	}
 	t.str("url", &s.URL)
 	hasToken := t.str("token", &s.Token)
@@ -348,10 +352,11 @@ func (d *decoder) source(t *table) Source {
 	}
 	t.int("request_concurrency", &s.RequestConcurrency)
 	t.duration("check_interval", &s.CheckInterval)
+	d.gitlabHTTP(t, &s)
 	if s.Kind == SourceQueue {
 		// These keys mean something only for GitLab; accepting them silently
 		// on a queue source would hide a missing kind = "gitlab".
-		for _, k := range []string{"url", "token", "token_file", "request_concurrency", "check_interval"} {
+		for _, k := range gitlabOnlyKeys {
 			if v, ok := t.m[k]; ok {
 				d.issue(t.key(k), redact(k, v), "only valid for kind = %q; set kind = %q or remove it", SourceGitLab, SourceGitLab)
 			}
@@ -359,6 +364,37 @@ func (d *decoder) source(t *table) Source {
 	}
 	t.finish()
 	return s
+}
+
+// gitlabOnlyKeys are the [source] keys a queue source refuses.
+var gitlabOnlyKeys = []string{"url", "token", "token_file", "request_concurrency", "check_interval",
+	"builds_dir", "output_limit", "ca_file", "proxy"}
+
+// gitlabHTTP reads the keys about where GitLab jobs run and how GitLab is
+// reached: builds_dir, output_limit (in kilobytes, as gitlab-runner's),
+// ca_file and proxy.
+func (d *decoder) gitlabHTTP(t *table, s *Source) {
+	t.str("builds_dir", &s.BuildsDir)
+	if _, ok := t.m["output_limit"]; ok {
+		kib := 0
+		t.int("output_limit", &kib)
+		if kib < 1 {
+			d.issue(t.key("output_limit"), t.m["output_limit"], "must be at least 1 (kilobytes, as in gitlab-runner; the default is %d, 4 MiB)", DefaultOutputLimitKiB)
+		} else {
+			s.OutputLimit = kib << 10
+		}
+	} else {
+		t.get("output_limit") // known, for hints and the sample check
+	}
+	if t.str("ca_file", &s.CAFile) && s.CAFile != "" && s.Kind == SourceGitLab {
+		written := s.CAFile
+		s.CAFile = d.resolvePath(t.key("ca_file"), s.CAFile)
+		// Checked here, where the line of the relative path as written is known.
+		if msg := checkCABundle(s.CAFile); msg != "" {
+			d.issue(t.key("ca_file"), written, "%s (%s)", msg, s.CAFile)
+		}
+	}
+	t.str("proxy", &s.Proxy)
 }
 
 func (d *decoder) readToken(t *table, s *Source) {

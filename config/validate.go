@@ -129,6 +129,9 @@ func (c *Config) check() (issues, warnings []Issue) {
 	if c.JobTimeout <= 0 {
 		k.fail("job_timeout", c.JobTimeout, `must be positive, e.g. "1h"`)
 	}
+	if c.ShutdownTimeout < 0 {
+		k.fail("shutdown_timeout", c.ShutdownTimeout, `must be 0 (cancel running jobs at once) or more, e.g. "5m"`)
+	}
 	c.checkSources(k)
 	c.checkAutoscaler(k)
 
@@ -187,6 +190,7 @@ func (c *Config) checkGitLab(k *checker, p string, s Source) {
 	if s.CheckInterval <= 0 {
 		k.fail(p+".check_interval", s.CheckInterval, `must be positive, e.g. "3s"`)
 	}
+	checkGitLabHTTP(k, p, s)
 }
 
 func (c *Config) checkAutoscaler(k *checker) {

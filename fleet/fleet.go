@@ -561,6 +561,12 @@ func (f *Fleet) DeleteIdle(ctx context.Context) {
 	f.waitCalls(ctx)
 }
 
+// StopScaleUp stops all scale-up (boot and resume) for the rest of the
+// process, when berth begins to stop; see scaler.Scaler.StopScaleUp.
+func (f *Fleet) StopScaleUp() {
+	f.do(func(c *scaler.Scaler) { c.StopScaleUp() })
+}
+
 // waitCalls waits for provider calls in flight, or ctx.
 func (f *Fleet) waitCalls(ctx context.Context) { f.calls.wait(ctx) }
 

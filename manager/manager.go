@@ -36,9 +36,13 @@ import (
 
 // Options tune the daemon beyond the config file.
 type Options struct {
-	// ShutdownGrace is how long running jobs may go on after a stop signal
-	// before they are canceled (default 5m).
+	// ShutdownGrace, when positive, overrides the config's shutdown_timeout:
+	// how long running jobs may go on after a stop signal before they are
+	// canceled.
 	ShutdownGrace time.Duration
+	// Force, when closed during a graceful stop, cancels the running jobs at
+	// once instead of waiting for the grace period (a second SIGINT/SIGTERM).
+	Force <-chan struct{}
 	// UpdateInterval is how often the provider is listed (default 2s).
 	UpdateInterval time.Duration
 	// Version is berth's version, reported to job sources.
@@ -86,7 +90,7 @@ type Manager struct {
 // restores the fleet. Nothing runs until Run.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (_ *Manager, err error) {
 	if opts.ShutdownGrace <= 0 {
-		opts.ShutdownGrace = 5 * time.Minute
+		opts.ShutdownGrace = cfg.ShutdownTimeout
 	}
 	if opts.UpdateInterval <= 0 {
 		opts.UpdateInterval = 2 * time.Second
@@ -200,8 +204,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			m.sources = append(m.sources, source{m.queue, 1})
 		case config.SourceGitLab:
 			// A stable system id keeps GitLab from listing a new runner manager after each restart.
+			hc, err := gitlab.NewHTTPClient(s.CAFile, s.Proxy)
+			if err != nil {
+				return nil, fmt.Errorf("source %s: %w", s, err)
+			}
 			g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
-				CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: opts.Version}, log)
+				CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: opts.Version,
+				BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc}, log)
 			if err != nil {
 				return nil, fmt.Errorf("source %s: %w", s, err)
 			}
@@ -303,18 +312,14 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
-	m.log.Info("stopping: taking no new jobs", "grace", m.opts.ShutdownGrace)
+	// Instances that vanish from now on are not replaced, nor is the idle
+	// pool refilled: berth would boot machines only to abandon them.
+	m.fleet.StopScaleUp()
+	m.log.Info("stopping: taking no new jobs and starting no instances; running jobs may finish, "+
+		"send the signal again to cancel them now", "grace", m.opts.ShutdownGrace)
 	loops.Wait()
 	<-backupDone
-	done := make(chan struct{})
-	go func() { m.jobs.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(m.opts.ShutdownGrace):
-		m.log.Warn("grace period over: canceling running jobs")
-		cancelJobs()
-		<-done
-	}
+	m.waitJobs(cancelJobs)
 	cancelJobs()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -328,6 +333,26 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.close(shutCtx)
 	m.log.Info("stopped")
 	return nil
+}
+
+// waitJobs waits for the running jobs until the grace period is over or a
+// second signal comes (Options.Force), then cancels what still runs and
+// waits for the jobs to report.
+func (m *Manager) waitJobs(cancelJobs context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { m.jobs.Wait(); close(done) }()
+	grace := time.NewTimer(m.opts.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return
+	case <-grace.C:
+		m.log.Warn("grace period over: canceling running jobs", "grace", m.opts.ShutdownGrace)
+	case <-m.opts.Force:
+		m.log.Warn("second stop signal: canceling running jobs now")
+	}
+	cancelJobs()
+	<-done
 }
 
 // backups rewrites the last good copies of state.db and queue.db until ctx

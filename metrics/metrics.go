@@ -31,7 +31,8 @@ type Metrics struct {
 	Deletions *prometheus.CounterVec
 	// QueueWait observes how long a job waited from submission to start.
 	QueueWait prometheus.Histogram
-	// TimeToReady observes how long an instance took from first listing to ready.
+	// TimeToReady observes how long an instance took from berth's request
+	// (the Increase) to ready; instances berth did not request are not observed.
 	TimeToReady prometheus.Histogram
 	// Jobs counts finished jobs by result.
 	Jobs *prometheus.CounterVec
@@ -64,7 +65,7 @@ func New(counts func() scaler.Counts) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
 		}),
 		TimeToReady: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "berth_instance_time_to_ready_seconds", Help: "Time from an instance's request to its readiness.",
+			Name: "berth_instance_time_to_ready_seconds", Help: "Time from berth's request of an instance (the Increase) to its readiness; adopted instances are not observed.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 16),
 		}),
 		Jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -135,7 +136,11 @@ func (m *Metrics) Observe(a scaler.Action) {
 	case scaler.Gone:
 		m.Deletions.WithLabelValues(string(a.Reason)).Inc()
 	case scaler.InstanceReady:
-		m.TimeToReady.Observe(a.After.Seconds())
+		// From the request, as the help says: the first listing comes late
+		// in the boot, so time since then reads close to 0.
+		if a.SinceRequest > 0 {
+			m.TimeToReady.Observe(a.SinceRequest.Seconds())
+		}
 	}
 }
 

@@ -21,7 +21,8 @@ func TestScrapeShowsFleetAndDecisions(t *testing.T) {
 	})
 	m.Observe(scaler.Scaled{Direction: "up", N: 2})
 	m.Observe(scaler.Gone{ID: "i1", Reason: scaler.ReasonIdle})
-	m.Observe(scaler.InstanceReady{ID: "i2", After: 1500 * time.Millisecond})
+	m.Observe(scaler.InstanceReady{ID: "i2", After: 100 * time.Millisecond, SinceRequest: 1500 * time.Millisecond})
+	m.Observe(scaler.InstanceReady{ID: "adopted", After: 0}) // not requested by berth: not observed
 	m.Jobs.WithLabelValues("success").Inc()
 
 	rec := httptest.NewRecorder()
@@ -36,6 +37,7 @@ func TestScrapeShowsFleetAndDecisions(t *testing.T) {
 		`berth_scale_operations_total{direction="up"} 2`,
 		`berth_instance_deletions_total{reason="idle_timeout"} 1`,
 		`berth_instance_time_to_ready_seconds_count 1`,
+		`berth_instance_time_to_ready_seconds_sum 1.5`,
 		`berth_jobs_total{result="success"} 1`,
 		`berth_job_queue_wait_seconds_bucket`,
 	} {

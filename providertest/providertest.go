@@ -29,6 +29,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +37,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -551,7 +553,9 @@ func Dial(ctx context.Context, ci provider.ConnectInfo) (*ssh.Client, error) {
 }
 
 // Exec runs cmd on the instance with the given extra environment and
-// returns its output and exit code. A non-zero exit is not an error.
+// returns its output and exit code. A non-zero exit is not an error. The
+// environment is exported at the start of the command, so it arrives
+// whatever the server's AcceptEnv says.
 func Exec(ctx context.Context, ci provider.ConnectInfo, cmd string, env map[string]string) (Result, error) {
 	client, err := Dial(ctx, ci)
 	if err != nil {
@@ -563,11 +567,10 @@ func Exec(ctx context.Context, ci provider.ConnectInfo, cmd string, env map[stri
 		return Result{}, fmt.Errorf("open session on %s: %w", ci.ID, err)
 	}
 	defer sess.Close()
-	for k, v := range env {
-		if err := sess.Setenv(k, v); err != nil {
-			return Result{}, fmt.Errorf("setenv %s: %w", k, err)
-		}
-	}
+	// Exported in the command, as the executor does, rather than sent as
+	// SSH env requests: stock OpenSSH refuses those (AcceptEnv is empty by
+	// default), and a provider must not be failed for a server berth copes with.
+	cmd = exports(env) + cmd
 	var out, errb bytes.Buffer
 	sess.Stdout, sess.Stderr = &out, &errb
 	done := make(chan error, 1)
@@ -588,6 +591,21 @@ func Exec(ctx context.Context, ci provider.ConnectInfo, cmd string, env map[stri
 		return res, fmt.Errorf("run command on %s: %w", ci.ID, err)
 	}
 	return res, nil
+}
+
+// exports renders env as shell exports, in a stable order. Names must be
+// shell identifiers; the suite's own are.
+func exports(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString("export " + k + "=" + executor.ShellQuote(env[k]) + "\n")
+	}
+	return b.String()
 }
 
 func otherHostKey(t T) string {

@@ -62,10 +62,15 @@ type Gone struct {
 }
 
 // InstanceReady reports that an instance became ready to take jobs, After
-// its first listing.
+// its first listing and SinceRequest after berth decided the Increase that
+// made it (0 for an instance berth did not request: adopted, restored).
+// The first listing comes when the provider already booted most of the
+// instance, so After alone reads close to 0; SinceRequest is the wait a
+// job sees.
 type InstanceReady struct {
-	ID    string
-	After time.Duration
+	ID           string
+	After        time.Duration
+	SinceRequest time.Duration
 }
 
 // Scaled reports a scaling decision with the numbers behind it, for logs.

@@ -86,7 +86,11 @@ func backoff(fails int) time.Duration {
 }
 
 func (s *Scaler) makeReady(in *instance) {
-	s.emit(InstanceReady{ID: in.id, After: s.now.Sub(in.created)})
+	ready := InstanceReady{ID: in.id, After: s.now.Sub(in.created)}
+	if !in.requested.IsZero() {
+		ready.SinceRequest = s.now.Sub(in.requested)
+	}
+	s.emit(ready)
 	if !in.requested.IsZero() {
 		s.learnBoot(s.now.Sub(in.requested))
 		in.requested = time.Time{}

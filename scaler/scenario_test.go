@@ -222,6 +222,8 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 		h.s.ResumeResult(pos[0], errArg(args))
 	case "delete-all":
 		h.s.DeleteAll(scaler.ReasonShutdown)
+	case "stop-scale-up":
+		h.s.StopScaleUp()
 	case "crash":
 		// The process dies: only what was persisted survives.
 		h.persist()

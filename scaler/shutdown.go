@@ -8,3 +8,9 @@ func (s *Scaler) Shutdown(reason Reason) {
 	s.stopped = true
 	s.DeleteAll(reason)
 }
+
+// StopScaleUp stops scale-up for good without deleting anything: berth is
+// stopping and waits for running jobs, so an instance that vanishes now is
+// not replaced and the idle pool is not refilled; booting one would leave a
+// machine that nobody uses once berth exits.
+func (s *Scaler) StopScaleUp() { s.stopped = true }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -35,16 +36,23 @@ func (e exitError) ExitCode() int { return int(e) }
 
 func newProviderTestCmd() *cobra.Command {
 	var (
-		config   string
-		stateDir string
-		timeout  time.Duration
-		skipSSH  bool
-		verbose  bool
+		config    string
+		stateDir  string
+		pluginDir string
+		timeout   time.Duration
+		skipSSH   bool
+		verbose   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "test PATH",
-		Short: "Run the provider conformance suite against a plugin binary",
-		Long: `Starts the plugin binary at PATH the way berth does, initialises it with
+		Use:   "test NAME|PATH",
+		Short: "Run the provider conformance suite against a provider or plugin binary",
+		Long: `Finds the provider as "provider = NAME" in berth.toml does: a built-in
+provider (local, sim), else the plugin binary berth-provider-NAME in
+--plugin-dir, or next to the berth binary, then on $PATH ("aws" and
+"berth-provider-aws" name the same plugin). An argument with a "/" is the
+path of a plugin binary (./berth-provider-x for one in this directory).
+
+It starts a plugin the way berth does, initialises the provider with
 --config (the provider_config as a JSON object), and runs the conformance
 suite: it creates two real instances, logs in to them over SSH, checks
 heartbeats, suspend/resume, the reset between jobs (Recycle) and readiness
@@ -53,12 +61,9 @@ deletes everything it created. Each check is printed with PASS, FAIL or
 SKIP; the exit code is 0 only when no check failed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := filepath.Abs(args[0])
+			name, path, g, err := resolveProvider(args[0], pluginDir)
 			if err != nil {
 				return err
-			}
-			if fi, err := os.Stat(path); err != nil || fi.IsDir() {
-				return fmt.Errorf("%s is not a plugin binary: %v", args[0], err)
 			}
 			var obj map[string]any
 			if err := json.Unmarshal([]byte(config), &obj); err != nil {
@@ -81,10 +86,15 @@ SKIP; the exit code is 0 only when no check failed.`,
 				level = slog.LevelInfo
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			name := plugin.NameOf(path)
-			g := plugin.New(plugin.Options{Name: name, Path: path, Logger: log, HostKeys: st, PassMissingHostKeys: skipSSH})
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "conformance suite for provider plugin %s (%s)\n", name, path)
+			if g == nil {
+				pg := plugin.New(plugin.Options{Name: name, Path: path, Logger: log, HostKeys: st, PassMissingHostKeys: skipSSH})
+				defer pg.Shutdown(context.Background()) // after a failed Init the suite does not
+				g = pg
+				fmt.Fprintf(out, "conformance suite for provider plugin %s (%s)\n", name, path)
+			} else {
+				fmt.Fprintf(out, "conformance suite for built-in provider %s\n", name)
+			}
 			settings := provider.Settings{Config: json.RawMessage(config), StateDir: filepath.Join(stateDir, "provider", name)}
 			results := providertest.Check(context.Background(), g, settings, providertest.Options{Timeout: timeout, SkipSSH: skipSSH},
 				func(r providertest.CheckResult) {
@@ -93,7 +103,6 @@ SKIP; the exit code is 0 only when no check failed.`,
 						fmt.Fprintf(out, "      %s\n", strings.ReplaceAll(m, "\n", "\n      "))
 					}
 				})
-			g.Shutdown(context.Background()) // after a failed Init the suite does not
 			var pass, fail, skip []string
 			for _, r := range results {
 				switch r.Status {
@@ -114,9 +123,39 @@ SKIP; the exit code is 0 only when no check failed.`,
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "{}", "provider_config passed to the plugin, as a JSON object")
+	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "where berth-provider-NAME is looked for first, as autoscaler.plugin_dir (default: next to berth, then $PATH)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "directory the plugin may use (default: a temporary directory, removed afterwards)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for each state change (boot, delete, suspend, resume)")
 	cmd.Flags().BoolVar(&skipSSH, "skip-ssh", false, "skip the checks that log in to instances, for simulated providers without SSH servers")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the plugin's log lines")
 	return cmd
+}
+
+// resolveProvider finds what `berth provider test ARG` tests, the way
+// berth run finds autoscaler.provider: an argument with a path separator is
+// a plugin binary; otherwise a built-in provider of that name (returned as
+// g), else the plugin berth-provider-NAME (plugin.Find).
+func resolveProvider(arg, pluginDir string) (name, path string, g provider.InstanceGroup, err error) {
+	if strings.ContainsRune(arg, filepath.Separator) {
+		if path, err = filepath.Abs(arg); err != nil {
+			return "", "", nil, err
+		}
+		if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+			return "", "", nil, fmt.Errorf("%s is not a plugin binary: %v", arg, err)
+		}
+		return plugin.NameOf(path), path, nil, nil
+	}
+	name = strings.TrimPrefix(arg, plugin.BinaryPrefix)
+	if p, err := provider.New(name); err == nil {
+		return name, "", p, nil
+	}
+	path, err = plugin.Find(name, pluginDir)
+	if err != nil {
+		msg := fmt.Sprintf("%q is not a built-in provider (those are %v) and %v", name, provider.Names(), err)
+		if fi, serr := os.Stat(arg); serr == nil && !fi.IsDir() {
+			msg += fmt.Sprintf("; to test the file %s in this directory, write ./%s", arg, arg)
+		}
+		return "", "", nil, errors.New(msg)
+	}
+	return name, path, nil, nil
 }

@@ -33,6 +33,7 @@ func main() {
 		newBenchCmd(),
 		newProviderCmd(),
 		newStateCmd(),
+		newConfigCmd(),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print berth's version, commit and build date",

@@ -4,13 +4,16 @@
 //
 //	go run ./internal/awsfake/cmd/awsfake -dir /tmp/fake-aws
 //
-// It writes the group's key pair to DIR/key.pem, prints a provider_config
-// (JSON) that points at the fake, and serves until interrupted. The
+// It writes the group's key pair to DIR/key.pem, the provider_config that
+// points at the fake to DIR/provider_config.json (also printed, for
+// `berth provider test --config`) and a berth.toml using it to
+// DIR/berth.toml, and serves until interrupted. The
 // provider needs credentials of any value, e.g. AWS_ACCESS_KEY_ID=x
 // AWS_SECRET_ACCESS_KEY=x; the fake checks only that requests are signed.
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
@@ -21,10 +24,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/berth-ci/berth/internal/awsfake"
@@ -66,15 +71,41 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg, _ := json.Marshal(map[string]any{
+	pc := map[string]any{
 		"name": *group, "region": *region, "endpoint": cloud.URL(), "ssh_port": cloud.SSHPort(), "suspend": true,
 		"connector": map[string]any{"username": "ec2-user", "key_path": keyPath},
-	})
+	}
+	cfg, _ := json.Marshal(pc)
+	if err := writeConfigs(*dir, cfg, pc, *maxSize); err != nil {
+		cloud.Close()
+		log.Fatal(err)
+	}
 	fmt.Printf("%s\n", cfg)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
 	cloud.Close()
+}
+
+// writeConfigs writes the provider_config for `berth provider test
+// --config` (DIR/provider_config.json) and a berth.toml that runs berth on
+// the fake (DIR/berth.toml), so nobody translates JSON to TOML by hand.
+// The TOML file is written last: its presence says the fake serves.
+func writeConfigs(dir string, js []byte, pc map[string]any, maxSize int) error {
+	if err := os.WriteFile(filepath.Join(dir, "provider_config.json"), append(js, '\n'), 0o600); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.WriteString("# berth on the fake AWS region of awsfake (internal/awsfake/cmd/awsfake).\n" +
+		"# Run: AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x berth run --config " + filepath.Join(dir, "berth.toml") + "\n")
+	b.WriteString("state_dir = " + strconv.Quote(filepath.Join(dir, "berth-state")) + "\n\n")
+	doc := map[string]any{"autoscaler": map[string]any{"provider": "aws", "max_instances": maxSize, "provider_config": pc}}
+	enc := toml.NewEncoder(&b)
+	enc.Indent = ""
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "berth.toml"), b.Bytes(), 0o600)
 }
 
 func writeKeyPair(path string) (string, error) {

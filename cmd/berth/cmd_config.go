@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-ci/berth/config"
+)
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Work with berth's config file",
+	}
+	cmd.AddCommand(newConfigCheckCmd())
+	return cmd
+}
+
+func newConfigCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check FILE",
+		Short: "Check a config file without starting berth",
+		Long: `Reads FILE as "berth run --config FILE" would and reports every problem
+at once, each with its line, the key and what to do: unknown keys (with the
+berth name for GitLab Runner's), wrong types and values, a provider that is
+neither built in nor a plugin berth can find, provider_config keys the
+provider refuses, unreadable token and CA files. Warnings are printed too.
+Nothing is started and nothing is written. The exit code is 0 when berth
+would start with this file, 1 otherwise.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig(args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, w := range cfg.Warnings {
+				fmt.Fprintln(out, "warning:", w.String())
+			}
+			fmt.Fprintf(out, "OK: %s is valid: %s\n", args[0], summary(cfg))
+			return nil
+		},
+	}
+}
+
+// loadConfig reads the config berth run uses: the built-in defaults
+// without a file, else the file; in both cases the provider is checked
+// (built in or a plugin berth can find) along with everything else.
+func loadConfig(file string) (*config.Config, error) {
+	if file == "" {
+		cfg := config.Default()
+		cfg.SetProviderCheck(checkProvider)
+		return cfg, nil
+	}
+	return config.Load(file, config.WithProviderCheck(checkProvider))
+}
+
+// summary describes what a config will run, in one line.
+func summary(cfg *config.Config) string {
+	var srcs []string
+	for _, s := range cfg.Sources {
+		srcs = append(srcs, s.String())
+	}
+	a := cfg.Autoscaler
+	prov := a.Provider
+	if a.ProviderPath != "" {
+		prov = a.ProviderPath
+	}
+	return fmt.Sprintf("sources %s; provider %s; up to %d instances of %d slots; listen %s; state %s",
+		strings.Join(srcs, ", "), prov, a.MaxInstances, a.CapacityPerInstance, cfg.Listen, cfg.StateDir)
+}
