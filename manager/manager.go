@@ -173,7 +173,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			// environment the job resumed is parked again as the job
 			// left it, for its owner only: never reset it.
 			if !as.DeleteInstanceOnDeadJob && !d.HoldsEnv {
-				m.recycle(ctx, log, d.InstanceID)
+				if err := m.recycle(ctx, log, d.InstanceID); err != nil {
+					log.Error("instance reset failed; deleting the instance so no other job sees what the dead job left", "instance", d.InstanceID, "err", err)
+					core.DiscardInstance(d.InstanceID, "reset after a job that died with berth failed: "+err.Error())
+				}
 			}
 		}
 	} else {
@@ -235,6 +238,7 @@ func (m *Manager) openProvider(as config.Autoscaler) (string, error) {
 	}
 	m.plugin = plugin.New(plugin.Options{
 		Name: name, Path: path, Logger: m.log, HostKeys: m.store,
+		CallTimeout: as.PluginCallTimeout, BackoffReset: as.PluginBackoffReset,
 		OnRestart: func() {
 			m.metrics.ProviderRestarts.WithLabelValues(name).Inc()
 			select { // Run asks the fleet for a listing, which reconciles
@@ -539,35 +543,61 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC()})
 		if err := m.fleet.Suspend(key, envKey, state); err != nil {
 			fmt.Fprintf(job.Log(), "\nberth: could not park the environment: %v\n", err)
-			m.recycle(ctx, log, acq.Instance)
-			_ = m.fleet.Release(key)
+			m.recycleAndRelease(ctx, log, key, acq.Instance)
 		} else {
 			res.EnvKey = envKey
 		}
 	} else {
-		m.recycle(ctx, log, acq.Instance)
-		_ = m.fleet.Release(key)
+		m.recycleAndRelease(ctx, log, key, acq.Instance)
 	}
 	finish(res)
 }
 
-// recycle asks the provider to wipe what the job left on its instance before
-// the slot takes another job. With several slots per instance other jobs may
-// still run there, so jobs share the instance as they share its slots and
-// nothing is wiped. A provider whose reset fails takes the instance out of
-// service itself (the local provider kills it), so the error is only logged.
-// Capabilities.Recycle decides, not the type alone: a plugin group always
-// has the method, whether or not its plugin can recycle.
-func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) {
-	r, ok := m.prov.(provider.Recycler)
-	if !ok || !m.info.Capabilities.Recycle || m.cfg.Autoscaler.CapacityPerInstance != 1 {
+// recycleAndRelease resets the instance and gives key's slot back. A reset
+// that did not succeed (an error, a timeout, a hung plugin) never hands the
+// instance to another job: it is deleted instead, whatever the provider did
+// (issue 19). The slot stays held until then, so no job is booked there in
+// between.
+func (m *Manager) recycleAndRelease(ctx context.Context, log *slog.Logger, key, id string) {
+	if err := m.recycle(ctx, log, id); err != nil {
+		why := "reset between jobs failed: " + err.Error()
+		log.Error("instance reset failed; deleting the instance so no other job sees what this job left", "instance", id, "err", err)
+		if derr := m.fleet.Discard(key, why); derr != nil {
+			log.Error("discard instance after a failed reset", "instance", id, "err", derr)
+		}
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := r.Recycle(rctx, id); err != nil {
-		log.Error("reset instance between jobs", "instance", id, "err", err)
+	_ = m.fleet.Release(key)
+}
+
+// recycle asks the provider to wipe what the job left on its instance before
+// the slot takes another job, within autoscaler.reset_timeout. With several
+// slots per instance other jobs may still run there, so jobs share the
+// instance as they share its slots and nothing is wiped. The error is the
+// caller's to act on: an instance whose reset did not succeed must take no
+// other job. Capabilities.Recycle decides, not the type alone: a plugin
+// group always has the method, whether or not its plugin can recycle.
+func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) error {
+	r, ok := m.prov.(provider.Recycler)
+	if !ok || !m.info.Capabilities.Recycle || m.cfg.Autoscaler.CapacityPerInstance != 1 {
+		return nil
 	}
+	timeout := m.cfg.Autoscaler.ResetTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	start := time.Now()
+	err := r.Recycle(rctx, id)
+	if err == nil {
+		log.Debug("instance reset between jobs", "instance", id, "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	if rctx.Err() != nil {
+		err = fmt.Errorf("no answer within reset_timeout %v: %w", timeout, err)
+	}
+	return err
 }
 
 // warnIsolatedGitLab warns when GitLab jobs will run in local sandboxes
