@@ -108,6 +108,9 @@ type Queue struct {
 
 	backer *boltfile.Backer // see Backup (check.go)
 
+	idMu   sync.Mutex // guards lastID and lastIDFile (ids.go)
+	lastID uint64
+
 	mu          sync.Mutex
 	live        map[string]*Job // running jobs handed out by this process
 	closed      bool
@@ -188,6 +191,15 @@ func (q *Queue) recover(damaged bool) error {
 		}
 		for _, b := range [][]byte{bucketJobs, bucketScripts, bucketQueued, bucketRunning} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		// New IDs start above every ID this directory has issued, even if
+		// queue.db was restored from an older copy or replaced.
+		q.lastID = q.idFloor()
+		if jobs := tx.Bucket(bucketJobs); jobs.Sequence() < q.lastID {
+			q.log.Warn("queue.db counts job IDs from below IDs already issued (restored or replaced?); new jobs continue above them", "db_sequence", jobs.Sequence(), "last_issued", q.lastID)
+			if err := jobs.SetSequence(q.lastID); err != nil {
 				return err
 			}
 		}
@@ -330,6 +342,8 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 	if err != nil {
 		return api.Job{}, q.storeError("queue the job", err)
 	}
+	seq, _ := strconv.ParseUint(rec.ID, 10, 64)
+	q.issued(seq)
 	q.log.Info("job queued", "job", rec.ID, "owner", p.Name, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
 	q.changed.fire()
 	return rec.apiJob(sc), nil
