@@ -45,6 +45,9 @@ type Options struct {
 	Version string
 	// Ready, if set, receives the HTTP address once the server listens.
 	Ready chan<- string
+	// FinishRetryMax bounds the wait between attempts to save a job result
+	// that could not be written (default 30s).
+	FinishRetryMax time.Duration
 	// BackupInterval is how often the last good copies state.db.bak and
 	// queue.db.bak are rewritten (default 5m); they are also written at
 	// start and at a clean stop.
@@ -496,11 +499,7 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 	log := m.log.With("job", job.ID(), "key", key)
 	finish := func(r jobsource.Result) {
 		m.metrics.Jobs.WithLabelValues(resultLabel(r)).Inc()
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := job.Finish(fctx, r); err != nil {
-			log.Error("report job result", "err", err)
-		}
+		m.finishJob(ctx, log, job, r)
 		log.Info("job finished", "instance", r.Instance, "exit_code", r.ExitCode, "failure", r.Failure, "message", r.Message)
 	}
 
@@ -551,6 +550,38 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		m.recycleAndRelease(ctx, log, key, acq.Instance)
 	}
 	finish(res)
+}
+
+// finishJob reports the job's result. A result the built-in queue could not
+// write (a full disk, an I/O error) is written again, with backoff, until
+// it is saved or jobCtx ends at the end of the shutdown grace: before issue
+// 19 the job stayed "running", `submit --wait` never returned, and the next
+// start failed a job that had exited 0.
+func (m *Manager) finishJob(jobCtx context.Context, log *slog.Logger, job jobsource.Job, r jobsource.Result) {
+	wait := min(time.Second, m.opts.finishRetryMax())
+	for attempt := 1; ; attempt++ {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(jobCtx), time.Minute)
+		err := job.Finish(fctx, r)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("job result saved after retrying", "attempts", attempt)
+			}
+			return
+		}
+		if !errors.Is(err, queue.ErrNoSpace) && !errors.Is(err, queue.ErrWrite) {
+			log.Error("report job result", "err", err)
+			return
+		}
+		log.Error("cannot save the job result; retrying until it can be written (free disk space)", "attempt", attempt, "next_try_in", wait, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-jobCtx.Done():
+			log.Error("giving up saving the job result: berth is stopping; the next start marks the job failed", "err", err)
+			return
+		}
+		wait = min(2*wait, m.opts.finishRetryMax())
+	}
 }
 
 // recycleAndRelease resets the instance and gives key's slot back. A reset
@@ -701,4 +732,11 @@ func resultLabel(r jobsource.Result) string {
 		return "success"
 	}
 	return string(r.Failure)
+}
+
+func (o Options) finishRetryMax() time.Duration {
+	if o.FinishRetryMax <= 0 {
+		return 30 * time.Second
+	}
+	return o.FinishRetryMax
 }

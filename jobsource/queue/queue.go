@@ -55,6 +55,9 @@ var (
 	// ErrNoSpace: the job could not be stored because the disk (or the
 	// database's size limit) is full. The job was not queued.
 	ErrNoSpace = errors.New("no space left for the queue database")
+	// ErrWrite: queue.db could not be written for another reason (an I/O
+	// error). Like ErrNoSpace it may pass: the caller may retry.
+	ErrWrite = errors.New("cannot write the queue database")
 )
 
 // DefaultMaxLogBytes bounds one job's log. Output past it is dropped with a
@@ -358,7 +361,7 @@ func (q *Queue) storeError(what string, err error) error {
 	if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return fmt.Errorf("%s: %w in %s (%v): free disk space, then retry; nothing was changed", what, ErrNoSpace, q.dir, err)
 	}
-	return fmt.Errorf("%s: write %s: %w: check that the disk is healthy and writable; nothing was changed", what, filepath.Join(q.dir, "queue.db"), err)
+	return fmt.Errorf("%s: %w %s: %w: check that the disk is healthy and writable; nothing was changed", what, ErrWrite, filepath.Join(q.dir, "queue.db"), err)
 }
 
 // Request takes the oldest queued job and marks it running. It never blocks:
