@@ -45,6 +45,9 @@ type Options struct {
 	Version string
 	// Ready, if set, receives the HTTP address once the server listens.
 	Ready chan<- string
+	// StartRetryMax bounds the wait between attempts to initialise a
+	// provider that failed with a transient error at start (default 30s).
+	StartRetryMax time.Duration
 	// FinishRetryMax bounds the wait between attempts to save a job result
 	// that could not be written (default 30s).
 	FinishRetryMax time.Duration
@@ -128,7 +131,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, err
 	}
-	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg)})
+	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("initialise provider %q: %w", provName, err)
 	}
