@@ -202,6 +202,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, err
 	}
+	if haveSaved {
+		m.reconcileParked(saved.Envs)
+	}
 	for _, s := range cfg.Sources {
 		switch s.Kind {
 		case config.SourceQueue:
@@ -489,10 +492,18 @@ func (m *Manager) startJob(jobCtx context.Context, key string, job jobsource.Job
 	}()
 }
 
-// envState is the opaque state saved with a parked environment.
+// envState is the opaque state saved with a parked environment. It holds
+// the parking job's result too, written in the same state.db commit as the
+// key: a berth killed before the job's record got the key finds both here
+// at the next start (issue 19, failure 5; see reconcileParked).
 type envState struct {
 	Job      string    `json:"job"`
 	ParkedAt time.Time `json:"parked_at"`
+	// Source is the job source's name ("queue" for the built-in queue).
+	Source   string `json:"source,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
+	Failure  string `json:"failure,omitempty"`
+	Message  string `json:"message,omitempty"`
 }
 
 // runJob acquires the booked slot, runs the job and gives the slot back (or
@@ -542,7 +553,8 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		if envKey == "" {
 			envKey = newKey(m.store.ID() + "-")
 		}
-		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC()})
+		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC(), Source: m.sourceName(job),
+			ExitCode: res.ExitCode, Failure: string(res.Failure), Message: res.Message})
 		if err := m.fleet.Suspend(key, envKey, state); err != nil {
 			fmt.Fprintf(job.Log(), "\nberth: could not park the environment: %v\n", err)
 			m.recycleAndRelease(ctx, log, key, acq.Instance)
