@@ -157,6 +157,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
 		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
 		SuspendedCost:       as.SuspendedCost,
+		// The fleet advances the core every UpdateInterval; a longer step
+		// is the wall clock jumping, which must not expire every parked
+		// environment at once.
+		MaxClockStep: max(time.Minute, 10*opts.UpdateInterval),
 	}
 	warnIsolatedGitLab(cfg, log)
 	if m.info.MaxSize > 0 && coreCfg.MaxInstances > m.info.MaxSize {
