@@ -179,6 +179,17 @@ type Autoscaler struct {
 	// PluginDir is where berth-provider-NAME binaries are looked for first;
 	// empty means next to the berth binary, then $PATH.
 	PluginDir string
+	// PluginCallTimeout bounds every call to a provider plugin; a plugin
+	// whose calls keep timing out is taken as frozen and restarted. 0 means
+	// the default, 1m.
+	PluginCallTimeout time.Duration
+	// PluginBackoffReset is how long a plugin must have run before its
+	// restart backoff starts again from the shortest wait. 0 means the
+	// default, 5m.
+	PluginBackoffReset time.Duration
+	// ResetTimeout bounds the reset of an instance between jobs; a reset
+	// that fails or times out deletes the instance. 0 means the default, 1m.
+	ResetTimeout time.Duration
 	// CapacityPerInstance is the number of slots per instance.
 	CapacityPerInstance int
 	// MaxInstances caps all instances together, suspended ones included.

@@ -422,6 +422,9 @@ func (d *decoder) autoscaler(t *table, a *Autoscaler) {
 	t.str("provider", &a.Provider)
 	t.str("provider_path", &a.ProviderPath)
 	t.str("plugin_dir", &a.PluginDir)
+	t.duration("plugin_call_timeout", &a.PluginCallTimeout)
+	t.duration("plugin_backoff_reset", &a.PluginBackoffReset)
+	t.duration("reset_timeout", &a.ResetTimeout)
 	if pt := t.sub("provider_config"); pt != nil {
 		// The provider owns these keys; mark them all as used.
 		for k := range pt.m {

@@ -216,6 +216,14 @@ func (c *Config) checkAutoscaler(k *checker) {
 	if a.PluginDir != "" && !filepath.IsAbs(a.PluginDir) {
 		k.fail(p+"plugin_dir", a.PluginDir, "must be an absolute path to the directory of berth-provider-NAME binaries")
 	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"plugin_call_timeout", a.PluginCallTimeout}, {"plugin_backoff_reset", a.PluginBackoffReset}, {"reset_timeout", a.ResetTimeout}} {
+		if d.v < 0 {
+			k.fail(p+d.key, d.v, `must be positive, e.g. "1m" (or left out for the default)`)
+		}
+	}
 	if a.CapacityPerInstance < 1 {
 		k.fail(p+"capacity_per_instance", a.CapacityPerInstance, "must be at least 1")
 	}

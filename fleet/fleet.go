@@ -430,6 +430,19 @@ func (f *Fleet) Release(key string) (err error) {
 	return err
 }
 
+// Discard ends key's acquisition and deletes its instance, which takes no
+// other job; see scaler.Scaler.Discard.
+func (f *Fleet) Discard(key, why string) (err error) {
+	f.do(func(c *scaler.Scaler) {
+		delete(f.lost, key)
+		err = c.Discard(key, why)
+	})
+	if errors.Is(err, scaler.ErrUnknownKey) {
+		return nil
+	}
+	return err
+}
+
 // Suspend parks key's acquisition as environment envKey; see scaler.Scaler.Suspend.
 func (f *Fleet) Suspend(key, envKey string, state []byte) (err error) {
 	f.do(func(c *scaler.Scaler) {

@@ -49,6 +49,12 @@ type Options struct {
 	Version string
 	// Ready, if set, receives the HTTP address once the server listens.
 	Ready chan<- string
+	// StartRetryMax bounds the wait between attempts to initialise a
+	// provider that failed with a transient error at start (default 30s).
+	StartRetryMax time.Duration
+	// FinishRetryMax bounds the wait between attempts to save a job result
+	// that could not be written (default 30s).
+	FinishRetryMax time.Duration
 	// BackupInterval is how often the last good copies state.db.bak and
 	// queue.db.bak are rewritten (default 5m); they are also written at
 	// start and at a clean stop.
@@ -130,7 +136,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		return nil, err
 	}
 	m.prov = m.metrics.Meter(m.prov) // every provider call timed, by method
-	m.info, err = m.prov.Init(ctx, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg)})
+	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("initialise provider %q: %w", provName, err)
 	}
@@ -156,6 +162,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
 		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
 		SuspendedCost:       as.SuspendedCost,
+		// The fleet advances the core every UpdateInterval; a longer step
+		// is the wall clock jumping, which must not expire every parked
+		// environment at once.
+		MaxClockStep: max(time.Minute, 10*opts.UpdateInterval),
 	}
 	warnIsolatedGitLab(cfg, log)
 	if m.info.MaxSize > 0 && coreCfg.MaxInstances > m.info.MaxSize {
@@ -178,7 +188,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			// environment the job resumed is parked again as the job
 			// left it, for its owner only: never reset it.
 			if !as.DeleteInstanceOnDeadJob && !d.HoldsEnv {
-				m.recycle(ctx, log, d.InstanceID)
+				if err := m.recycle(ctx, log, d.InstanceID); err != nil {
+					log.Error("instance reset failed; deleting the instance so no other job sees what the dead job left", "instance", d.InstanceID, "err", err)
+					core.DiscardInstance(d.InstanceID, "reset after a job that died with berth failed: "+err.Error())
+				}
 			}
 		}
 	} else {
@@ -197,6 +210,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"), queue.WithLogger(log), queue.WithResumeCheck(m.checkResumeKey))
 	if err != nil {
 		return nil, err
+	}
+	if haveSaved {
+		m.reconcileParked(saved.Envs)
 	}
 	for _, s := range cfg.Sources {
 		switch s.Kind {
@@ -245,6 +261,7 @@ func (m *Manager) openProvider(as config.Autoscaler) (string, error) {
 	}
 	m.plugin = plugin.New(plugin.Options{
 		Name: name, Path: path, Logger: m.log, HostKeys: m.store,
+		CallTimeout: as.PluginCallTimeout, BackoffReset: as.PluginBackoffReset,
 		OnRestart: func() {
 			m.metrics.ProviderRestarts.WithLabelValues(name).Inc()
 			select { // Run asks the fleet for a listing, which reconciles
@@ -506,10 +523,18 @@ func (m *Manager) startJob(jobCtx context.Context, key string, job jobsource.Job
 	}()
 }
 
-// envState is the opaque state saved with a parked environment.
+// envState is the opaque state saved with a parked environment. It holds
+// the parking job's result too, written in the same state.db commit as the
+// key: a berth killed before the job's record got the key finds both here
+// at the next start (issue 19, failure 5; see reconcileParked).
 type envState struct {
 	Job      string    `json:"job"`
 	ParkedAt time.Time `json:"parked_at"`
+	// Source is the job source's name ("queue" for the built-in queue).
+	Source   string `json:"source,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
+	Failure  string `json:"failure,omitempty"`
+	Message  string `json:"message,omitempty"`
 }
 
 // runJob acquires the booked slot, runs the job and gives the slot back (or
@@ -519,11 +544,7 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 	log := m.log.With("job", job.ID(), "key", key)
 	finish := func(r jobsource.Result) {
 		m.metrics.Jobs.WithLabelValues(resultLabel(r)).Inc()
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := job.Finish(fctx, r); err != nil {
-			log.Error("report job result", "err", err)
-		}
+		m.finishJob(ctx, log, job, r)
 		log.Info("job finished", "instance", r.Instance, "exit_code", r.ExitCode, "failure", r.Failure, "message", r.Message)
 	}
 
@@ -563,38 +584,97 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		if envKey == "" {
 			envKey = newKey(m.store.ID() + "-")
 		}
-		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC()})
+		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC(), Source: m.sourceName(job),
+			ExitCode: res.ExitCode, Failure: string(res.Failure), Message: res.Message})
 		if err := m.fleet.Suspend(key, envKey, state); err != nil {
 			fmt.Fprintf(job.Log(), "\nberth: could not park the environment: %v\n", err)
-			m.recycle(ctx, log, acq.Instance)
-			_ = m.fleet.Release(key)
+			m.recycleAndRelease(ctx, log, key, acq.Instance)
 		} else {
 			res.EnvKey = envKey
 		}
 	} else {
-		m.recycle(ctx, log, acq.Instance)
-		_ = m.fleet.Release(key)
+		m.recycleAndRelease(ctx, log, key, acq.Instance)
 	}
 	finish(res)
 }
 
-// recycle asks the provider to wipe what the job left on its instance before
-// the slot takes another job. With several slots per instance other jobs may
-// still run there, so jobs share the instance as they share its slots and
-// nothing is wiped. A provider whose reset fails takes the instance out of
-// service itself (the local provider kills it), so the error is only logged.
-// Capabilities.Recycle decides, not the type alone: a plugin group always
-// has the method, whether or not its plugin can recycle.
-func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) {
-	r, ok := m.prov.(provider.Recycler)
-	if !ok || !m.info.Capabilities.Recycle || m.cfg.Autoscaler.CapacityPerInstance != 1 {
+// finishJob reports the job's result. A result the built-in queue could not
+// write (a full disk, an I/O error) is written again, with backoff, until
+// it is saved or jobCtx ends at the end of the shutdown grace: before issue
+// 19 the job stayed "running", `submit --wait` never returned, and the next
+// start failed a job that had exited 0.
+func (m *Manager) finishJob(jobCtx context.Context, log *slog.Logger, job jobsource.Job, r jobsource.Result) {
+	wait := min(time.Second, m.opts.finishRetryMax())
+	for attempt := 1; ; attempt++ {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(jobCtx), time.Minute)
+		err := job.Finish(fctx, r)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("job result saved after retrying", "attempts", attempt)
+			}
+			return
+		}
+		if !errors.Is(err, queue.ErrNoSpace) && !errors.Is(err, queue.ErrWrite) {
+			log.Error("report job result", "err", err)
+			return
+		}
+		log.Error("cannot save the job result; retrying until it can be written (free disk space)", "attempt", attempt, "next_try_in", wait, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-jobCtx.Done():
+			log.Error("giving up saving the job result: berth is stopping; the next start marks the job failed", "err", err)
+			return
+		}
+		wait = min(2*wait, m.opts.finishRetryMax())
+	}
+}
+
+// recycleAndRelease resets the instance and gives key's slot back. A reset
+// that did not succeed (an error, a timeout, a hung plugin) never hands the
+// instance to another job: it is deleted instead, whatever the provider did
+// (issue 19). The slot stays held until then, so no job is booked there in
+// between.
+func (m *Manager) recycleAndRelease(ctx context.Context, log *slog.Logger, key, id string) {
+	if err := m.recycle(ctx, log, id); err != nil {
+		why := "reset between jobs failed: " + err.Error()
+		log.Error("instance reset failed; deleting the instance so no other job sees what this job left", "instance", id, "err", err)
+		if derr := m.fleet.Discard(key, why); derr != nil {
+			log.Error("discard instance after a failed reset", "instance", id, "err", derr)
+		}
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := r.Recycle(rctx, id); err != nil {
-		log.Error("reset instance between jobs", "instance", id, "err", err)
+	_ = m.fleet.Release(key)
+}
+
+// recycle asks the provider to wipe what the job left on its instance before
+// the slot takes another job, within autoscaler.reset_timeout. With several
+// slots per instance other jobs may still run there, so jobs share the
+// instance as they share its slots and nothing is wiped. The error is the
+// caller's to act on: an instance whose reset did not succeed must take no
+// other job. Capabilities.Recycle decides, not the type alone: a plugin
+// group always has the method, whether or not its plugin can recycle.
+func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) error {
+	r, ok := m.prov.(provider.Recycler)
+	if !ok || !m.info.Capabilities.Recycle || m.cfg.Autoscaler.CapacityPerInstance != 1 {
+		return nil
 	}
+	timeout := m.cfg.Autoscaler.ResetTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	start := time.Now()
+	err := r.Recycle(rctx, id)
+	if err == nil {
+		log.Debug("instance reset between jobs", "instance", id, "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	if rctx.Err() != nil {
+		err = fmt.Errorf("no answer within reset_timeout %v: %w", timeout, err)
+	}
+	return err
 }
 
 // warnIsolatedGitLab warns when GitLab jobs will run in local sandboxes
@@ -698,4 +778,11 @@ func resultLabel(r jobsource.Result) string {
 		return "success"
 	}
 	return string(r.Failure)
+}
+
+func (o Options) finishRetryMax() time.Duration {
+	if o.FinishRetryMax <= 0 {
+		return 30 * time.Second
+	}
+	return o.FinishRetryMax
 }

@@ -46,6 +46,12 @@ type Config struct {
 	CanSuspend bool
 	// EnvTTL is how long a suspended environment is kept (default 7 days).
 	EnvTTL time.Duration
+	// MaxClockStep bounds how far one Advance moves the clock that parked
+	// environments age by; 0 means no bound. The daemon advances every few
+	// seconds, so a longer step is the wall clock jumping (NTP, a VM
+	// restored): without the bound one jump would expire every parked
+	// environment at once (issue 19). See clockjump.go.
+	MaxClockStep time.Duration
 	// EnvEvictAfter lets RelieveParked evict the oldest parked environment
 	// parked at least this long when parked environments hold every
 	// instance (see parked.go); 0 never evicts.
@@ -109,6 +115,8 @@ func (c *Config) setDefaults() {
 type Scaler struct {
 	cfg Config
 	now time.Time
+	// clockJumps counts steps longer than cfg.MaxClockStep (clockjump.go).
+	clockJumps int
 
 	instances map[string]*instance
 	byPhase   [numPhases]int
@@ -180,6 +188,7 @@ func (s *Scaler) Now() time.Time { return s.now }
 
 func (s *Scaler) Advance(now time.Time) {
 	if now.After(s.now) {
+		s.boundClockStep(now.Sub(s.now))
 		s.now = now
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/berth-ci/berth/provider"
 	pb "github.com/berth-ci/berth/sdk/proto"
 )
 
@@ -85,6 +86,9 @@ func rpcErr(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, provider.ErrTransient):
+		// Not Unavailable: the host reads that as a broken connection.
+		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	return status.Error(codes.Unknown, err.Error())
 }
@@ -277,6 +281,8 @@ func callErr(method string, err error) error {
 			}
 		case codes.DeadlineExceeded:
 			return fmt.Errorf("%s: %w", st.Message(), context.DeadlineExceeded)
+		case codes.ResourceExhausted:
+			return fmt.Errorf("%s: %w", st.Message(), provider.ErrTransient)
 		}
 	}
 	return err

@@ -9,7 +9,6 @@ package store
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -74,7 +73,9 @@ func Open(path string) (*Bolt, error) {
 	// Look before bbolt writes: opened read-write, bbolt initialises a
 	// 0-byte file as empty, dies with SIGBUS on a truncated one and panics
 	// on a damaged freelist, after writing to it (issue 9).
-	if err := boltfile.Check(path); errors.Is(err, boltfile.ErrLocked) {
+	// Every record is decoded too: a damaged one found only by Load would
+	// come after this start wrote the file and replaced state.db.bak.
+	if err := boltfile.Check(path, CheckRecord); errors.Is(err, boltfile.ErrLocked) {
 		return nil, fmt.Errorf("open state file %s: %w; stop the other berth or use another --state-dir", path, ErrLocked)
 	} else if err != nil {
 		return nil, boltfile.Refuse(err, filepath.Dir(path), LoseWithoutState)
@@ -89,7 +90,7 @@ func Open(path string) (*Bolt, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	b := &Bolt{db: db, path: path, backup: boltfile.NewBacker(db, path)}
+	b := &Bolt{db: db, path: path, backup: boltfile.NewBacker(db, path, CheckRecord)}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
@@ -164,19 +165,19 @@ func (b *Bolt) Load() (scaler.State, bool, error) {
 		}
 		ok = true
 		if v := meta.Get(keyPending); v != nil {
-			if err := json.Unmarshal(v, &st.Pending); err != nil {
+			if err := decode(v, &st.Pending); err != nil {
 				return fmt.Errorf("pending increases: %w", err)
 			}
 		}
 		if v := meta.Get(keyArrivals); v != nil {
 			st.Arrivals = new(scaler.ArrivalModel)
-			if err := json.Unmarshal(v, st.Arrivals); err != nil {
+			if err := decode(v, st.Arrivals); err != nil {
 				return fmt.Errorf("arrival model: %w", err)
 			}
 		}
 		if err := each(tx, bucketInstances, func(v []byte) error {
 			var r scaler.InstanceRecord
-			err := json.Unmarshal(v, &r)
+			err := decode(v, &r)
 			st.Instances = append(st.Instances, r)
 			return err
 		}); err != nil {
@@ -184,7 +185,7 @@ func (b *Bolt) Load() (scaler.State, bool, error) {
 		}
 		if err := each(tx, bucketReservations, func(v []byte) error {
 			var r scaler.ReservationRecord
-			err := json.Unmarshal(v, &r)
+			err := decode(v, &r)
 			st.Reservations = append(st.Reservations, r)
 			return err
 		}); err != nil {
@@ -192,7 +193,7 @@ func (b *Bolt) Load() (scaler.State, bool, error) {
 		}
 		return each(tx, bucketEnvs, func(v []byte) error {
 			var r scaler.EnvRecord
-			err := json.Unmarshal(v, &r)
+			err := decode(v, &r)
 			st.Envs = append(st.Envs, r)
 			return err
 		})
@@ -221,7 +222,7 @@ func (b *Bolt) Save(st scaler.State) error {
 	var saved *scaler.ArrivalModel
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		pending, err := json.Marshal(st.Pending)
+		pending, err := encode(st.Pending)
 		if err != nil {
 			return err
 		}
@@ -231,7 +232,7 @@ func (b *Bolt) Save(st scaler.State) error {
 		// The arrival model changes every 15 minutes, the state on every
 		// event: write it only when the core handed over a new snapshot.
 		if st.Arrivals != nil && st.Arrivals != b.lastArrivals {
-			arr, err := json.Marshal(st.Arrivals)
+			arr, err := encode(st.Arrivals)
 			if err != nil {
 				return err
 			}
@@ -278,7 +279,7 @@ func replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) er
 	}
 	for i := range n {
 		k, v := item(i)
-		data, err := json.Marshal(v)
+		data, err := encode(v)
 		if err != nil {
 			return err
 		}

@@ -10,10 +10,19 @@ import (
 
 	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/internal/boltfile"
+	"github.com/berth-ci/berth/jobsource/queue"
+	"github.com/berth-ci/berth/store"
 )
 
 // stateFiles are berth's bbolt files, relative to the state directory.
 var stateFiles = []string{"state.db", filepath.Join("queue", "queue.db")}
+
+// recordChecks decode each file's records, so that check and restore see
+// a damaged record as damage (issue 19), not only a damaged page.
+var recordChecks = map[string]boltfile.RecordCheck{
+	"state.db":                         store.CheckRecord,
+	filepath.Join("queue", "queue.db"): queue.CheckRecord,
+}
 
 func newStateCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -60,7 +69,7 @@ keeps the damaged one as FILE.damaged-TIME.`,
 			bad := 0
 			for _, f := range stateFiles {
 				for _, p := range []string{filepath.Join(d, f), filepath.Join(d, f) + boltfile.BackupSuffix} {
-					err := boltfile.Check(p)
+					err := boltfile.Check(p, recordChecks[f])
 					var ce *boltfile.CorruptError
 					switch {
 					case err == nil && !exists(p):
@@ -69,6 +78,12 @@ keeps the damaged one as FILE.damaged-TIME.`,
 						fmt.Fprintf(out, "ok       %s\n", p)
 					case errors.Is(err, boltfile.ErrLocked):
 						fmt.Fprintf(out, "in use   %s (a running berth holds it; it passed the check when berth opened it)\n", p)
+					case errors.As(err, &ce) && len(ce.Records) > 0:
+						bad++
+						fmt.Fprintf(out, "DAMAGED  %s: its structure is sound, but %d record(s) are damaged:\n", p, len(ce.Records))
+						for _, r := range ce.Records {
+							fmt.Fprintf(out, "         bucket %s, key %s: %v\n", r.Bucket, r.Key, r.Err)
+						}
 					case errors.As(err, &ce):
 						bad++
 						fmt.Fprintf(out, "DAMAGED  %s: %s\n", p, ce.Problem)
@@ -97,7 +112,7 @@ keeps the damaged one as FILE.damaged-TIME.`,
 			restored := 0
 			for _, f := range stateFiles {
 				p := filepath.Join(d, f)
-				switch err := boltfile.Check(p); {
+				switch err := boltfile.Check(p, recordChecks[f]); {
 				case err == nil && exists(p):
 					fmt.Fprintf(out, "ok        %s (nothing to do)\n", p)
 					continue
@@ -107,7 +122,7 @@ keeps the damaged one as FILE.damaged-TIME.`,
 				case errors.Is(err, boltfile.ErrLocked):
 					return fmt.Errorf("%s is held by a running berth: stop it first", p)
 				}
-				aside, err := boltfile.Restore(p)
+				aside, err := boltfile.Restore(p, recordChecks[f])
 				if err != nil {
 					return err
 				}

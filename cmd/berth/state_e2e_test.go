@@ -69,3 +69,47 @@ func TestDamagedStateFilesAreRefusedAndRestored(t *testing.T) {
 	d.start()
 	resumeMarker(t, d, key, host)
 }
+
+// Issue 19, failure 2, on the real binary: one changed byte inside the
+// parked environment's record. berth refuses to start without writing
+// state.db or replacing state.db.bak; `berth state check` names the bucket
+// and key; `berth state restore` puts the last good copy back and the
+// environment resumes.
+func TestDamagedParkedRecordIsFoundAndRestored(t *testing.T) {
+	d := newDaemon(t, "")
+	key, host := parkMarker(t, d)
+	d.stop()
+	state := filepath.Join(d.dir, "state")
+	stateDB := filepath.Join(state, "state.db")
+	data, _ := os.ReadFile(stateDB)
+	i := strings.Index(string(data), `"key":"`+key+`"`)
+	if i < 0 {
+		t.Fatalf("state.db does not hold environment %s as JSON", key)
+	}
+	data[i+len(`"key":"`)+len(key)-1] ^= 1 // the key's last character
+	if err := os.WriteFile(stateDB, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bak, _ := os.ReadFile(stateDB + ".bak")
+
+	out := d.runRefused()
+	if !strings.Contains(out, "record environments/") || !strings.Contains(out, "berth state restore") {
+		t.Errorf("berth run output does not name the damaged record:\n%s", out)
+	}
+	if after, _ := os.ReadFile(stateDB); string(after) != string(data) {
+		t.Error("the refused state.db was written to")
+	}
+	if after, _ := os.ReadFile(stateDB + ".bak"); string(after) != string(bak) {
+		t.Fatal("state.db.bak was replaced by the refused start")
+	}
+	out, _, code := d.berth("state", "check", "--state-dir", state)
+	if code == 0 || !strings.Contains(out, "bucket environments, key "+key) {
+		t.Fatalf("berth state check: exit %d\n%s", code, out)
+	}
+	out, errOut, code := d.berth("state", "restore", "--state-dir", state)
+	if code != 0 || !strings.Contains(out, "restored  "+stateDB) {
+		t.Fatalf("berth state restore: exit %d\n%s%s", code, out, errOut)
+	}
+	d.start()
+	resumeMarker(t, d, key, host)
+}

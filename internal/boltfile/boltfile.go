@@ -42,6 +42,9 @@ type CorruptError struct {
 	Path string
 	// Problem says what is wrong, in words.
 	Problem string
+	// Records lists the damaged records when the file's structure is
+	// sound but records in it fail their owner's check.
+	Records []*RecordError
 }
 
 func (e *CorruptError) Error() string { return e.Path + ": " + e.Problem }
@@ -104,8 +107,10 @@ func readMeta(f *os.File, off int64) (meta, string) {
 
 // Check verifies the bbolt file at path without writing to it. A missing file
 // is fine (a new one will be created); a 0-byte, truncated or damaged one is
-// a *CorruptError. A file held by a running berth gives ErrLocked.
-func Check(path string) error {
+// a *CorruptError. A file held by a running berth gives ErrLocked. With recs,
+// every value of every top-level bucket is also decoded by recs[0]; damaged
+// records make a *CorruptError whose Records name them.
+func Check(path string, recs ...RecordCheck) error {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -143,7 +148,11 @@ func Check(path string) error {
 		return corrupt(path, "%s", why)
 	}
 	f.Close()
-	return checkPages(path)
+	var p *recordProblems
+	if len(recs) > 0 {
+		p = &recordProblems{check: recs[0]}
+	}
+	return checkPages(path, p)
 }
 
 // chooseMeta returns the meta bbolt would use: the valid one with the higher
@@ -232,7 +241,7 @@ func checkFreelist(f *os.File, m meta) string {
 // every reachable page and value, and runs Tx.Check. Reads go through bbolt's
 // memory map, so a wild page pointer would fault: the walk runs on its own
 // goroutine with faults turned into panics, and recovers them.
-func checkPages(path string) error {
+func checkPages(path string, recs *recordProblems) error {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return fmt.Errorf("%s: %w", path, ErrLocked)
@@ -249,7 +258,7 @@ func checkPages(path string) error {
 				walked <- fmt.Sprintf("reading its pages failed: %v", r)
 			}
 		}()
-		walked <- walk(db)
+		walked <- walk(db, recs)
 	}()
 	if why := <-walked; why != "" {
 		return corrupt(path, "%s", why)
@@ -271,17 +280,20 @@ func checkPages(path string) error {
 	if len(problems) > 0 {
 		return corrupt(path, "bbolt's consistency check failed: %s", strings.Join(problems, "; "))
 	}
+	if recs != nil && len(recs.errs) > 0 {
+		return &CorruptError{Path: path, Problem: recs.String(), Records: recs.errs}
+	}
 	return nil
 }
 
 // walk reads every bucket, key and value, so that every reachable page is
 // touched once.
-func walk(db *bolt.DB) string {
+func walk(db *bolt.DB, recs *recordProblems) string {
 	var why string
 	err := db.View(func(tx *bolt.Tx) error {
 		var sum byte
-		var visit func(b *bolt.Bucket, depth int) error
-		visit = func(b *bolt.Bucket, depth int) error {
+		var visit func(name []byte, b *bolt.Bucket, depth int) error
+		visit = func(name []byte, b *bolt.Bucket, depth int) error {
 			if depth > 64 {
 				return errors.New("buckets nest deeper than 64 levels: a page points back at its parent")
 			}
@@ -291,14 +303,17 @@ func walk(db *bolt.DB) string {
 				}
 				if v == nil {
 					if sub := b.Bucket(k); sub != nil {
-						return visit(sub, depth+1)
+						return visit(name, sub, depth+1)
 					}
+				}
+				if depth == 1 {
+					recs.visit(name, k, v)
 				}
 				return nil
 			})
 		}
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			return visit(b, 1)
+			return visit(name, b, 1)
 		})
 	})
 	if err != nil {
@@ -315,7 +330,10 @@ func Backup(db *bolt.DB, path string) error {
 	return db.View(func(tx *bolt.Tx) error { return backupTx(tx, path) })
 }
 
-func backupTx(tx *bolt.Tx, path string) error {
+// backupTx writes the copy to a temporary file and checks it, records
+// included, before it replaces the last good copy: a copy of a damaged file
+// must never destroy the backup that could repair it (issue 19).
+func backupTx(tx *bolt.Tx, path string, recs ...RecordCheck) error {
 	dst := path + BackupSuffix
 	tmp, err := os.OpenFile(dst+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -333,6 +351,11 @@ func backupTx(tx *bolt.Tx, path string) error {
 		err = os.Chmod(tmp.Name(), 0o600)
 	}
 	if err == nil {
+		if cerr := Check(tmp.Name(), recs...); cerr != nil {
+			return fmt.Errorf("back up %s: the copy fails the check, so the last good copy %s stays: %w", path, dst, cerr)
+		}
+	}
+	if err == nil {
 		err = os.Rename(tmp.Name(), dst)
 	}
 	if err != nil {
@@ -347,13 +370,17 @@ func backupTx(tx *bolt.Tx, path string) error {
 type Backer struct {
 	db   *bolt.DB
 	path string
+	recs []RecordCheck
 
 	mu     sync.Mutex
 	lastTx int // transaction id of the last copy; -1 before the first
 }
 
-// NewBacker returns a Backer for db, open at path.
-func NewBacker(db *bolt.DB, path string) *Backer { return &Backer{db: db, path: path, lastTx: -1} }
+// NewBacker returns a Backer for db, open at path. Each copy must pass
+// Check with recs before it replaces the previous one.
+func NewBacker(db *bolt.DB, path string, recs ...RecordCheck) *Backer {
+	return &Backer{db: db, path: path, recs: recs, lastTx: -1}
+}
 
 // Backup writes path+BackupSuffix unless it already holds the last commit.
 func (b *Backer) Backup() error {
@@ -363,7 +390,7 @@ func (b *Backer) Backup() error {
 		if tx.ID() == b.lastTx {
 			return nil
 		}
-		if err := backupTx(tx, b.path); err != nil {
+		if err := backupTx(tx, b.path, b.recs...); err != nil {
 			return err
 		}
 		b.lastTx = tx.ID()
@@ -417,8 +444,8 @@ func (e *RefusedError) Unwrap() error { return e.CorruptError }
 // (path+BackupSuffix), keeping the damaged file as path.damaged-TIME, whose
 // name it returns. It refuses when the file passes the check, when the file
 // is in use, and when the backup itself fails the check.
-func Restore(path string) (aside string, err error) {
-	switch err := Check(path); {
+func Restore(path string, recs ...RecordCheck) (aside string, err error) {
+	switch err := Check(path, recs...); {
 	case err == nil:
 		if _, serr := os.Stat(path); serr == nil {
 			return "", fmt.Errorf("%s passes the check: nothing to restore (move it aside first to replace it on purpose)", path)
@@ -435,7 +462,7 @@ func Restore(path string) (aside string, err error) {
 	if _, err := os.Stat(bak); err != nil {
 		return "", fmt.Errorf("no last good copy of %s to restore: %w", path, err)
 	}
-	if err := Check(bak); err != nil {
+	if err := Check(bak, recs...); err != nil {
 		return "", fmt.Errorf("the last good copy is damaged too: %w; move %s aside to start without it", err, path)
 	}
 	data, err := os.ReadFile(bak)
@@ -484,6 +511,9 @@ func Create(path string) error {
 	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	if err := missing(path); err != nil {
+		return err
+	}
 	tmp := path + ".new"
 	os.Remove(tmp)
 	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second})
@@ -506,6 +536,32 @@ func Create(path string) error {
 			return full
 		}
 		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return nil
+}
+
+// MissingError is a state file that is gone while its last good copy is
+// there, or a symbolic link to nothing: starting empty would silently lose
+// what the copy holds.
+type MissingError struct {
+	// Path is the missing file.
+	Path string
+	// Why says what was found in its place.
+	Why string
+}
+
+func (e *MissingError) Error() string { return e.Path + " " + e.Why }
+
+// missing refuses to create path anew when that would hide a loss: a
+// dangling symbolic link in its place, or its last good copy beside it.
+func missing(path string) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		target, _ := os.Readlink(path)
+		return &MissingError{Path: path, Why: fmt.Sprintf("is a symbolic link to %s, which does not exist: berth will not start empty in its place; restore the file it points to, or remove the link to start without it on purpose", target)}
+	}
+	bak := path + BackupSuffix
+	if _, err := os.Stat(bak); err == nil {
+		return &MissingError{Path: path, Why: fmt.Sprintf("is missing, but its last good copy %s (%s) is there: berth will not start empty and lose what the copy holds; `berth state restore` (with the --config or --state-dir berth runs with) puts the copy back, or move %s aside to start without it on purpose", filepath.Base(bak), Age(path), filepath.Base(bak))}
 	}
 	return nil
 }

@@ -13,17 +13,23 @@ const LoseWithoutQueue = "every queued job, the results of finished ones and the
 
 // checkFile refuses a damaged queue.db before bbolt opens it read-write:
 // bbolt would initialise a 0-byte file as an empty queue, die with SIGBUS on
-// a truncated one and panic on a damaged freelist (issue 9).
-func checkFile(path string) error {
-	err := boltfile.Check(path)
+// a truncated one and panic on a damaged freelist (issue 9). Every record is
+// decoded too. Damaged job records alone do not stop berth: the file's
+// structure is sound, so Open sets those jobs aside (quarantine) and the
+// others go on; it returns how many records are damaged.
+func checkFile(path string) (damaged int, err error) {
+	err = boltfile.Check(path, CheckRecord)
 	if errors.Is(err, boltfile.ErrLocked) {
-		return fmt.Errorf("open queue %s: the database is locked by another process: is another `berth run` using the same state_dir?", path)
+		return 0, fmt.Errorf("open queue %s: the database is locked by another process: is another `berth run` using the same state_dir?", path)
+	}
+	if recs := boltfile.Records(err); len(recs) > 0 {
+		return len(recs), nil
 	}
 	if err != nil {
 		// queue.db lives in STATE_DIR/queue/.
-		return boltfile.Refuse(err, filepath.Dir(filepath.Dir(path)), LoseWithoutQueue)
+		return 0, boltfile.Refuse(err, filepath.Dir(filepath.Dir(path)), LoseWithoutQueue)
 	}
-	return boltfile.Create(path)
+	return 0, boltfile.Create(path)
 }
 
 // Backup writes the last good copy of the queue, queue.db.bak. Open writes

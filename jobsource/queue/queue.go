@@ -19,7 +19,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +55,9 @@ var (
 	// ErrNoSpace: the job could not be stored because the disk (or the
 	// database's size limit) is full. The job was not queued.
 	ErrNoSpace = errors.New("no space left for the queue database")
+	// ErrWrite: queue.db could not be written for another reason (an I/O
+	// error). Like ErrNoSpace it may pass: the caller may retry.
+	ErrWrite = errors.New("cannot write the queue database")
 )
 
 // DefaultMaxLogBytes bounds one job's log. Output past it is dropped with a
@@ -109,6 +111,9 @@ type Queue struct {
 
 	backer *boltfile.Backer // see Backup (check.go)
 
+	idMu   sync.Mutex // guards lastID and lastIDFile (ids.go)
+	lastID uint64
+
 	mu          sync.Mutex
 	live        map[string]*Job // running jobs handed out by this process
 	closed      bool
@@ -129,7 +134,8 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("open queue %s: create log directory: %w", dir, err)
 	}
 	path := filepath.Join(dir, "queue.db")
-	if err := checkFile(path); err != nil {
+	damaged, err := checkFile(path)
+	if err != nil {
 		return nil, err
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, MaxSize: o.maxDBSize})
@@ -148,16 +154,20 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		resumeCheck: o.resumeCheck,
 		done:        make(chan struct{}),
 		live:        map[string]*Job{},
-		backer:      boltfile.NewBacker(db, path),
+		backer:      boltfile.NewBacker(db, path, CheckRecord),
 	}
 	q.changed.init()
-	if err := q.recover(); err != nil {
+	if err := q.recover(damaged > 0); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open queue %s: %w", path, err)
 	}
-	if err := q.Backup(); err != nil {
-		db.Close()
-		return nil, err
+	// The file passed its check: keep it as the last good copy, unless
+	// records were quarantined: the copy may hold them undamaged.
+	if damaged == 0 {
+		if err := q.Backup(); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	for _, j := range q.interrupted {
 		q.appendNote(j.ID, RestartReason)
@@ -166,8 +176,9 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	return q, nil
 }
 
-// recover creates the buckets and fails jobs left running.
-func (q *Queue) recover() error {
+// recover creates the buckets, sets damaged jobs aside when the check found
+// some, and fails jobs left running.
+func (q *Queue) recover(damaged bool) error {
 	now := time.Now().UTC()
 	return q.db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
@@ -184,6 +195,24 @@ func (q *Queue) recover() error {
 		for _, b := range [][]byte{bucketJobs, bucketScripts, bucketQueued, bucketRunning} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
+			}
+		}
+		// New IDs start above every ID this directory has issued, even if
+		// queue.db was restored from an older copy or replaced.
+		q.lastID = q.idFloor()
+		if jobs := tx.Bucket(bucketJobs); jobs.Sequence() < q.lastID {
+			q.log.Warn("queue.db counts job IDs from below IDs already issued (restored or replaced?); new jobs continue above them", "db_sequence", jobs.Sequence(), "last_issued", q.lastID)
+			if err := jobs.SetSequence(q.lastID); err != nil {
+				return err
+			}
+		}
+		if damaged {
+			bad, err := quarantineDamaged(tx)
+			if err != nil {
+				return err
+			}
+			for id, why := range bad {
+				q.log.Error("job set aside (quarantined): "+why+"; the other jobs go on; queue.db.bak is kept as it was", "job", id)
 			}
 		}
 		running := tx.Bucket(bucketRunning)
@@ -316,6 +345,8 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 	if err != nil {
 		return api.Job{}, q.storeError("queue the job", err)
 	}
+	seq, _ := strconv.ParseUint(rec.ID, 10, 64)
+	q.issued(seq)
 	q.log.Info("job queued", "job", rec.ID, "owner", p.Name, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
 	q.changed.fire()
 	return rec.apiJob(sc), nil
@@ -330,7 +361,7 @@ func (q *Queue) storeError(what string, err error) error {
 	if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return fmt.Errorf("%s: %w in %s (%v): free disk space, then retry; nothing was changed", what, ErrNoSpace, q.dir, err)
 	}
-	return fmt.Errorf("%s: write %s: %w: check that the disk is healthy and writable; nothing was changed", what, filepath.Join(q.dir, "queue.db"), err)
+	return fmt.Errorf("%s: %w %s: %w: check that the disk is healthy and writable; nothing was changed", what, ErrWrite, filepath.Join(q.dir, "queue.db"), err)
 }
 
 // Request takes the oldest queued job and marks it running. It never blocks:
@@ -363,8 +394,14 @@ func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte)
 		}
 		key = append([]byte(nil), k...)
 		r, err := loadRecord(tx, key)
+		if err == nil && r != nil && r.State == api.JobQueued {
+			_, err = loadScript(tx, key)
+		}
 		if err != nil {
-			return err
+			// A damaged job must not wedge the job loop on itself: set
+			// it aside with the reason and let the caller ask again.
+			q.log.Error("job record damaged; quarantined, the queue goes on", "job", jobID(key), "err", err)
+			return quarantine(tx, key, "its record is damaged: "+err.Error(), now)
 		}
 		if err := queued.Delete(key); err != nil {
 			return err
@@ -467,8 +504,12 @@ func (q *Queue) Get(id string) (api.Job, error) {
 		return api.Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
 	}
 	var job api.Job
+	var why string
 	err := q.db.View(func(tx *bolt.Tx) error {
 		rec, err := loadRecord(tx, k)
+		if err == nil && rec == nil {
+			why = quarantineReason(tx, k)
+		}
 		if err != nil || rec == nil {
 			return err
 		}
@@ -484,6 +525,9 @@ func (q *Queue) Get(id string) (api.Job, error) {
 			return api.Job{}, ErrClosed
 		}
 		return api.Job{}, fmt.Errorf("read job %s: %w", id, err)
+	}
+	if job.ID == "" && why != "" {
+		return api.Job{}, fmt.Errorf("job %q was set aside (quarantined) because %s: %w", id, why, ErrNotFound)
 	}
 	if job.ID == "" {
 		return api.Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
@@ -528,15 +572,19 @@ func (q *Queue) ListFor(p api.Principal, state api.JobState, limit int) ([]api.J
 		c := tx.Bucket(bucketJobs).Cursor()
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
 			var rec record
-			if err := json.Unmarshal(v, &rec); err != nil {
-				return fmt.Errorf("decode job %d: %w", binary.BigEndian.Uint64(k), err)
+			if err := decodeValue(v, &rec); err != nil {
+				// One damaged record must not hide the others; Open
+				// quarantines it at the next start.
+				q.log.Warn("skipping a damaged job record in the list", "job", jobID(k), "err", err)
+				continue
 			}
 			if (state != "" && rec.State != state) || !p.Owns(rec.Owner) {
 				continue
 			}
 			sc, err := loadScript(tx, k)
 			if err != nil {
-				return err
+				q.log.Warn("skipping a job with a damaged script in the list", "job", rec.ID, "err", err)
+				continue
 			}
 			if sc != nil && len(sc.Script) > ListScriptBytes {
 				cut := *sc
@@ -749,14 +797,14 @@ func loadScript(tx *bolt.Tx, k []byte) (*script, error) {
 		return nil, nil
 	}
 	var sc script
-	if err := json.Unmarshal(v, &sc); err != nil {
+	if err := decodeValue(v, &sc); err != nil {
 		return nil, fmt.Errorf("decode script of job %d: %w", binary.BigEndian.Uint64(k), err)
 	}
 	return &sc, nil
 }
 
 func saveScript(tx *bolt.Tx, k []byte, sc *script) error {
-	v, err := json.Marshal(sc)
+	v, err := encodeValue(sc)
 	if err != nil {
 		return fmt.Errorf("encode script: %w", err)
 	}
@@ -769,14 +817,14 @@ func loadRecord(tx *bolt.Tx, k []byte) (*record, error) {
 		return nil, nil
 	}
 	var rec record
-	if err := json.Unmarshal(v, &rec); err != nil {
+	if err := decodeValue(v, &rec); err != nil {
 		return nil, fmt.Errorf("decode job %d: %w", binary.BigEndian.Uint64(k), err)
 	}
 	return &rec, nil
 }
 
 func saveRecord(tx *bolt.Tx, k []byte, rec *record) error {
-	v, err := json.Marshal(rec)
+	v, err := encodeValue(rec)
 	if err != nil {
 		return fmt.Errorf("encode job %s: %w", rec.ID, err)
 	}

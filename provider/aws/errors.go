@@ -7,6 +7,8 @@ import (
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/smithy-go"
+
+	"github.com/berth-ci/berth/provider"
 )
 
 // Errors the provider returns, wrapped with the details and the AWS error
@@ -70,7 +72,7 @@ func mapErr(err error) error {
 	case code == "InvalidClientTokenId" || code == "SignatureDoesNotMatch" || code == "ExpiredToken" || code == "MissingAuthenticationToken" || code == "AuthFailure" || code == "UnrecognizedClientException":
 		return fmt.Errorf("%w: AWS refused the credentials for %s (%s); refresh them or check the profile: %w", ErrCredentials, op, code, err)
 	case code == "Throttling" || code == "ThrottlingException" || code == "RequestLimitExceeded" || code == "TooManyRequestsException":
-		return fmt.Errorf("%w: %s was throttled even after the SDK's retries; berth tries again on its next cycle. If it persists, other tools share the account's rate limit: lower their rate or ask AWS for a higher limit: %w", ErrThrottled, op, err)
+		return fmt.Errorf("%w: %s was throttled even after the SDK's retries; berth tries again on its next cycle. If it persists, other tools share the account's rate limit: lower their rate or ask AWS for a higher limit: %w: %w", ErrThrottled, op, provider.ErrTransient, err)
 	case code == "InvalidInstanceID.NotFound" || code == "InvalidInstanceID.Malformed" || code == "EC2InstanceNotFoundException":
 		return fmt.Errorf("%w: %s: %s: %w", ErrUnknownInstance, op, msg, err)
 	case code == "IncorrectInstanceState" || code == "EC2InstanceStateInvalidException":

@@ -444,3 +444,15 @@ func TestHostKeyByFingerprint(t *testing.T) {
 		t.Errorf("a host key whose fingerprint the console does not list: %v; want it refused", err)
 	}
 }
+
+// Issue 19, failure 6: DescribeAutoScalingGroups throttled past the SDK's
+// retries at start is a transient error, so that berth retries its start
+// instead of exiting.
+func TestThrottlingAtInitIsTransient(t *testing.T) {
+	cloud, key := fakeAWS(t, awsfake.Options{})
+	cloud.Throttle("DescribeAutoScalingGroups", 10)
+	_, err := New().Init(context.Background(), provider.Settings{Config: configFor(t, cloud, key, nil), StateDir: t.TempDir()})
+	if !errors.Is(err, ErrThrottled) || !errors.Is(err, provider.ErrTransient) {
+		t.Fatalf("Init under throttling: %v; want ErrThrottled and provider.ErrTransient", err)
+	}
+}

@@ -50,6 +50,13 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the wait between restarts (defaults
 	// 200ms and 1m); the wait doubles after each failed start.
 	MinBackoff, MaxBackoff time.Duration
+	// BackoffReset is how long a plugin must have run for its next
+	// restart to wait only MinBackoff again (default 5m).
+	BackoffReset time.Duration
+	// OverdueAfter is how long a call may run before the plugin is shown
+	// as degraded in Health, long before the call times out (default 10s,
+	// at most CallTimeout).
+	OverdueAfter time.Duration
 	// HungAfter is how many calls in a row may time out before the plugin
 	// is taken as hung and restarted (default 2).
 	HungAfter int
@@ -68,7 +75,8 @@ type Options struct {
 type Health struct {
 	// Name is the plugin's name.
 	Name string `json:"name"`
-	// Status is "ok", "restarting" or "stopped".
+	// Status is "ok", "degraded" (a call is overdue: the plugin may be
+	// frozen), "restarting" or "stopped".
 	Status string `json:"status"`
 	// PID is the plugin process's ID, 0 while none runs.
 	PID int `json:"pid,omitempty"`
@@ -78,6 +86,9 @@ type Health struct {
 	Restarts int `json:"restarts"`
 	// LastError says why the plugin was last restarted.
 	LastError string `json:"last_error,omitempty"`
+	// Overdue names the oldest call that has run longer than OverdueAfter,
+	// and for how long, while Status is "degraded".
+	Overdue string `json:"overdue,omitempty"`
 }
 
 // conn is one running plugin process.
@@ -118,6 +129,15 @@ type Group struct {
 	notifyFn func(id string, s provider.State)
 	// stopWatch ends the current notification stream loop (under mu).
 	stopWatch context.CancelFunc
+
+	// inflight holds the calls running now and when each started (under
+	// mu), so that Health can tell an overdue call long before it times out.
+	inflight map[*inflightCall]struct{}
+}
+
+type inflightCall struct {
+	method string
+	start  time.Time
 }
 
 // New returns a Group for the plugin binary opts.Path. Nothing starts until Init.
@@ -137,11 +157,19 @@ func New(opts Options) *Group {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = time.Minute
 	}
+	if opts.BackoffReset <= 0 {
+		opts.BackoffReset = 5 * time.Minute
+	}
+	if opts.OverdueAfter <= 0 {
+		opts.OverdueAfter = 10 * time.Second
+	}
+	opts.OverdueAfter = min(opts.OverdueAfter, opts.CallTimeout)
 	if opts.HungAfter <= 0 {
 		opts.HungAfter = 2
 	}
 	return &Group{opts: opts, log: opts.Logger.With("plugin", opts.Name), up: make(chan struct{}),
-		status: "stopped", stop: make(chan struct{}), backoff: opts.MinBackoff}
+		status: "stopped", stop: make(chan struct{}), backoff: opts.MinBackoff,
+		inflight: map[*inflightCall]struct{}{}}
 }
 
 // ErrUnavailable is returned by calls made while the plugin is not running
@@ -256,7 +284,7 @@ func (g *Group) fail(c *conn, why string) {
 	g.up = make(chan struct{})
 	g.status = "restarting"
 	g.lastErr = why
-	if time.Since(c.started) > 5*time.Minute {
+	if time.Since(c.started) > g.opts.BackoffReset {
 		g.backoff = g.opts.MinBackoff // it ran well for a while: a fresh start
 	}
 	g.wg.Add(1) // under the lock, so Shutdown's Wait sees it
@@ -349,6 +377,15 @@ func (g *Group) conn(ctx context.Context) (*conn, error) {
 func (g *Group) call(ctx context.Context, method string, fn func(ctx context.Context, ig *sdk.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.CallTimeout)
 	defer cancel()
+	ic := &inflightCall{method: method, start: time.Now()}
+	g.mu.Lock()
+	g.inflight[ic] = struct{}{}
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.inflight, ic)
+		g.mu.Unlock()
+	}()
 	err := g.call1(ctx, method, fn)
 	if errors.Is(err, errBroken) && method != "Increase" && ctx.Err() == nil {
 		err = g.call1(ctx, method, fn)
@@ -579,6 +616,16 @@ func (g *Group) Health() Health {
 	if g.cur != nil {
 		h.PID, h.Protocol = g.cur.pid, g.cur.proto
 	}
+	var oldest *inflightCall
+	for ic := range g.inflight {
+		if oldest == nil || ic.start.Before(oldest.start) {
+			oldest = ic
+		}
+	}
+	if age := time.Since(oldestStart(oldest)); oldest != nil && age >= g.opts.OverdueAfter && h.Status == "ok" {
+		h.Status = "degraded"
+		h.Overdue = fmt.Sprintf("%s has had no answer for %v (the plugin is restarted once calls time out after %v)", oldest.method, age.Round(time.Second), g.opts.CallTimeout)
+	}
 	return h
 }
 
@@ -607,4 +654,11 @@ func (g *Group) Shutdown(ctx context.Context) error {
 	}
 	g.wg.Wait()
 	return err
+}
+
+func oldestStart(ic *inflightCall) time.Time {
+	if ic == nil {
+		return time.Now()
+	}
+	return ic.start
 }

@@ -1,0 +1,141 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/berth-ci/berth/internal/boltfile"
+)
+
+// bucketQuarantine holds job records found damaged, set aside so that one
+// bad record hides no other job and wedges no job loop (issue 19). The key
+// is the job's key; the value a quarantined entry.
+var bucketQuarantine = []byte("quarantine")
+
+// quarantined is a damaged job set aside, with its raw bytes for a human.
+type quarantined struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+	Record []byte    `json:"record,omitempty"`
+	Script []byte    `json:"script,omitempty"`
+}
+
+// CheckRecord decodes one record of queue.db as the queue would, for
+// boltfile.Check (`berth state check`, restore, and the check of each
+// backup before it replaces queue.db.bak).
+func CheckRecord(bucket, key, value []byte) error {
+	switch {
+	case bytes.Equal(bucket, bucketJobs):
+		var rec record
+		if err := decodeValue(value, &rec); err != nil {
+			return err
+		}
+		if len(key) != 8 || rec.ID != fmt.Sprint(binary.BigEndian.Uint64(key)) {
+			return fmt.Errorf("the record says it is job %q, not the job its key names", rec.ID)
+		}
+	case bytes.Equal(bucket, bucketScripts):
+		var sc script
+		return decodeValue(value, &sc)
+	}
+	return nil
+}
+
+func decodeValue(value []byte, dst any) error {
+	v, err := boltfile.Unseal(value)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(v, dst)
+}
+
+func encodeValue(v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return boltfile.Seal(data), nil
+}
+
+// quarantineDamaged moves every job whose record or script fails
+// CheckRecord out of the jobs, scripts, queued and running buckets into
+// the quarantine bucket, and returns their IDs with the reasons.
+func quarantineDamaged(tx *bolt.Tx) (map[string]string, error) {
+	bad := map[string]string{}
+	for _, name := range [][]byte{bucketJobs, bucketScripts} {
+		err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+			if err := CheckRecord(name, k, v); err != nil {
+				id := jobID(k)
+				if bad[id] == "" {
+					bad[id] = fmt.Sprintf("its %s record is damaged: %v", name, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	now := time.Now().UTC()
+	for id, why := range bad {
+		k, ok := idKey(id)
+		if !ok {
+			k = []byte(id)
+		}
+		if err := quarantine(tx, k, why, now); err != nil {
+			return nil, err
+		}
+	}
+	return bad, nil
+}
+
+// quarantine sets job k aside with the reason why.
+func quarantine(tx *bolt.Tx, k []byte, why string, now time.Time) error {
+	q, err := tx.CreateBucketIfNotExists(bucketQuarantine)
+	if err != nil {
+		return err
+	}
+	e := quarantined{Reason: why, At: now,
+		Record: bytes.Clone(tx.Bucket(bucketJobs).Get(k)), Script: bytes.Clone(tx.Bucket(bucketScripts).Get(k))}
+	v, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := q.Put(k, v); err != nil {
+		return err
+	}
+	for _, b := range [][]byte{bucketJobs, bucketScripts, bucketQueued, bucketRunning} {
+		if err := tx.Bucket(b).Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// quarantineReason says why job k was quarantined, or "".
+func quarantineReason(tx *bolt.Tx, k []byte) string {
+	b := tx.Bucket(bucketQuarantine)
+	if b == nil {
+		return ""
+	}
+	v := b.Get(k)
+	if v == nil {
+		return ""
+	}
+	var e quarantined
+	if json.Unmarshal(v, &e) != nil {
+		return "its record is damaged"
+	}
+	return e.Reason
+}
+
+func jobID(k []byte) string {
+	if len(k) == 8 {
+		return fmt.Sprint(binary.BigEndian.Uint64(k))
+	}
+	return fmt.Sprintf("%x", k)
+}
