@@ -25,6 +25,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berth-ci/berth/policy"
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/provider/sim"
 )
@@ -41,10 +42,16 @@ const (
 	PolicyLateAcquire = "late-acquire"
 	// PolicyStatic is a fixed pool; see staticDriver.
 	PolicyStatic = "static"
+	// PolicyWarmPool is naive-idle plus a fixed pool of suspended
+	// instances, as AWS warm pools do; see warmPoolDriver.
+	PolicyWarmPool = "warm-pool"
+	// PolicyScheduled is warm-pool with a pool size per time window, from
+	// policy periods (Config.Schedule).
+	PolicyScheduled = "scheduled"
 )
 
 // Policies lists the policies Run accepts.
-var Policies = []string{PolicyBerth, PolicyNaiveIdle, PolicyLateAcquire, PolicyStatic}
+var Policies = []string{PolicyBerth, PolicyNaiveIdle, PolicyLateAcquire, PolicyStatic, PolicyWarmPool, PolicyScheduled}
 
 // Config is one replay's settings. Durations and counts mean what they
 // say, zero included (no boot time, no listing lag, no idle pool); only
@@ -75,8 +82,13 @@ type Config struct {
 	// ResumeTime is how long a suspended instance takes to run again
 	// (the simulated cloud's resume latency).
 	ResumeTime time.Duration
+	// SuspendTime is how long a suspend takes: the instance is billed at
+	// the full price meanwhile and cannot be resumed before it is
+	// suspended (the simulated cloud's suspend latency).
+	SuspendTime time.Duration
 	// SuspendedCost is what a suspended instance-second costs relative to
-	// a running one, in Utilization and in berth's sizing (default 0.1).
+	// a running one, in Utilization and in berth's sizing (default 0.1 when
+	// left 0; `berth bench` rejects an explicit 0).
 	SuspendedCost float64
 	// SuspendedIdleTime turns on berth's suspended tier: idle instances
 	// past IdleTime are suspended, and deleted after this. SuspendedIdleCount
@@ -86,6 +98,16 @@ type Config struct {
 	TargetWait         time.Duration
 	// StaticInstances is the pool size of the static policy.
 	StaticInstances int
+	// PoolSize is the suspended pool of the warm-pool policy.
+	PoolSize int
+	// Schedule gives the scheduled policy its suspended pool per time
+	// window: the active period's SuspendedIdleCount (policy.Schedule
+	// semantics: the last matching period wins, the first is the default).
+	Schedule []policy.Period
+	// Warmup leaves the jobs arriving in the first Warmup of the replay out
+	// of the wait statistics (they are replayed, and billed, all the same):
+	// a learning policy is judged once it had the time to learn.
+	Warmup time.Duration
 	// AcquireTimeout is how long a taken job may wait for its instance
 	// before it fails (default 15m, instance_acquire_timeout).
 	AcquireTimeout time.Duration
@@ -178,6 +200,17 @@ func (c *Config) setDefaults() {
 func (c *Config) validate() error {
 	switch c.Policy {
 	case PolicyBerth, PolicyNaiveIdle, PolicyLateAcquire:
+	case PolicyWarmPool:
+		if c.PoolSize < 1 {
+			return errors.New("policy warm-pool needs --pool-size N (1 or more suspended instances)")
+		}
+	case PolicyScheduled:
+		if len(c.Schedule) == 0 {
+			return errors.New(`policy scheduled needs --schedule "CRON=N" at least once, e.g. --schedule "* 9-17 * * 1-5=40"`)
+		}
+		if _, err := policy.NewSchedule(c.Schedule); err != nil {
+			return fmt.Errorf("--schedule: %w", err)
+		}
 	case PolicyStatic:
 		if c.StaticInstances < 1 {
 			return errors.New("policy static needs --static-instances N (1 or more)")
@@ -188,8 +221,11 @@ func (c *Config) validate() error {
 	if c.IdleCount < 0 || c.ScaleFactor < 0 || c.ScaleFactorLimit < 0 || c.IdleTime < 0 {
 		return errors.New("idle count, idle time, scale factor and its limit must not be negative")
 	}
-	if c.BootTime < 0 || c.BootJitter < 0 || c.ListingLag < 0 || c.ResumeTime < 0 {
-		return errors.New("boot time, boot jitter, listing lag and resume time must not be negative")
+	if c.BootTime < 0 || c.BootJitter < 0 || c.ListingLag < 0 || c.ResumeTime < 0 || c.SuspendTime < 0 || c.Warmup < 0 {
+		return errors.New("boot time, boot jitter, listing lag, resume time, suspend time and warmup must not be negative")
+	}
+	if c.PoolSize < 0 {
+		return errors.New("pool size must not be negative")
 	}
 	if c.SuspendedIdleTime < 0 || c.SuspendedIdleCount < 0 || c.TargetWait < 0 {
 		return errors.New("suspended idle time, suspended idle count and target wait must not be negative")
@@ -220,7 +256,10 @@ type Result struct {
 	ScaleFactorLimit    int     `json:"scale_factor_limit"`
 	Preemptive          bool    `json:"preemptive"`
 	StaticInstances     int     `json:"static_instances,omitempty"`
+	PoolSize            int     `json:"pool_size,omitempty"`
 	ResumeTimeS         float64 `json:"resume_time_s"`
+	SuspendTimeS        float64 `json:"suspend_time_s"`
+	WarmupS             float64 `json:"warmup_s"`
 	SuspendedCost       float64 `json:"suspended_cost"`
 	SuspendedIdleTimeS  float64 `json:"suspended_idle_time_s"`
 	SuspendedIdleCount  int     `json:"suspended_idle_count"`
@@ -238,7 +277,10 @@ type Result struct {
 	// FailedProvider counts jobs that failed because the provider could
 	// not deliver: instance lost, or never ready after provider errors.
 	FailedProvider int `json:"failed_provider"`
-	// Wait is start − arrival over the jobs that started.
+	// Measured counts the jobs in the wait statistics: those that
+	// started and arrived after the warmup.
+	Measured int `json:"measured"`
+	// Wait is start − arrival over the jobs that started after the warmup.
 	WaitP50S float64 `json:"wait_p50_s"`
 	WaitP95S float64 `json:"wait_p95_s"`
 	WaitP99S float64 `json:"wait_p99_s"`
@@ -306,6 +348,8 @@ func Run(jobs []Job, start time.Time, cfg Config) (Result, error) {
 		d = newNaiveDriver(r)
 	case PolicyStatic:
 		d = newStaticDriver(r)
+	case PolicyWarmPool, PolicyScheduled:
+		d = newWarmPoolDriver(r)
 	}
 	if err := r.loop(d); err != nil {
 		return Result{}, err
@@ -387,7 +431,7 @@ func newRunner(jobs []Job, start time.Time, cfg Config) *runner {
 	cc := cfg.Cloud
 	cc.BootTime, cc.BootJitter, cc.ListingLag, cc.Seed = cfg.BootTime, cfg.BootJitter, cfg.ListingLag, cfg.Seed
 	// Every policy sees a cloud that can suspend; only berth's tier uses it.
-	cc.SupportsSuspend, cc.ResumeLatency = true, cfg.ResumeTime
+	cc.SupportsSuspend, cc.ResumeLatency, cc.SuspendLatency = true, cfg.ResumeTime, cfg.SuspendTime
 	r.cloud = sim.New(cc, func() time.Time { return r.now })
 	return r
 }
@@ -503,7 +547,9 @@ func (r *runner) run(j int) {
 	r.status[j] = stRunning
 	r.began[j] = r.now
 	w := r.now.Sub(r.jobs[j].Arrival).Seconds()
-	r.waits = append(r.waits, w)
+	if r.jobs[j].Arrival.Sub(r.start) >= r.cfg.Warmup {
+		r.waits = append(r.waits, w)
+	}
 	r.waitSince = max(r.waitSince, w)
 	r.ends.push(endAt{at: r.now.Add(r.jobs[j].Duration), job: j})
 }
@@ -538,6 +584,8 @@ func (r *runner) result() Result {
 		ScaleFactorLimit:    c.ScaleFactorLimit,
 		Preemptive:          c.Preemptive,
 		ResumeTimeS:         c.ResumeTime.Seconds(),
+		SuspendTimeS:        c.SuspendTime.Seconds(),
+		WarmupS:             c.Warmup.Seconds(),
 		SuspendedCost:       c.SuspendedCost,
 		SuspendedIdleTimeS:  c.SuspendedIdleTime.Seconds(),
 		SuspendedIdleCount:  c.SuspendedIdleCount,
@@ -557,6 +605,10 @@ func (r *runner) result() Result {
 	if c.Policy == PolicyStatic {
 		res.StaticInstances = c.StaticInstances
 	}
+	if c.Policy == PolicyWarmPool {
+		res.PoolSize = c.PoolSize
+	}
+	res.Measured = len(r.waits)
 	sort.Float64s(r.waits)
 	res.WaitP50S = percentile(r.waits, 50)
 	res.WaitP95S = percentile(r.waits, 95)

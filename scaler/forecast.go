@@ -4,44 +4,82 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
 // The arrival model: what berth has learned about when jobs arrive, so that
 // target_wait sizing can resume or boot instances before the usual burst
-// instead of after it. It is deliberately simple enough to explain in one
-// log line: a profile of arrival rate and burst size per 15-minute slot of
-// the week (and, until a weekday has been seen, per slot of the day), plus
-// an exponentially weighted recent rate. No wall clock: every update and
-// forecast takes the core's time.
+// instead of after it. No wall clock: every update and forecast takes the
+// core's time.
+//
+// The quantity it learns is the one a pool must cover: for every arriving
+// job, how many jobs arrived within the capacity horizon before it (itself
+// included) net of the jobs that ended in that time, since those hand their
+// instances back. A pool of that size serves the job without waiting for a
+// boot. A burst counts whatever its spread (one second or two minutes), and
+// the arrival rate enters through the count: ten arrivals a second over a
+// 45 s horizon are 450 jobs to cover. Two horizons are counted, the tier's
+// (capacity a boot brings too late for the target) and the hot pool's
+// (capacity a resume brings too late); sizing.go turns them into pools.
+//
+// Per 15-minute slot of the week and per slot of the day (weekdays and
+// weekends apart) the model keeps an upper quantile of that count: the
+// slot's job-weighted 95th percentile, folded in with a fast rise and a slow
+// fall, so that it follows the large builds a p95 depends on rather than the
+// average one, and a quiet slot lowers it by a tenth instead of to zero.
 
 const (
 	// profileSlot is the width of one profile slot: short enough to follow
-	// a working day, long enough that a slot sees a few bursts.
-	profileSlot   = 15 * time.Minute
-	slotsPerDay   = int(24 * time.Hour / profileSlot)
-	slotsPerWeek  = 7 * slotsPerDay
-	profileWeight = 0.5 // weight of the newest observation of a slot
-	// recentTau is the time constant of the recent rate: a burst raises it
-	// at once and it decays over about ten minutes.
+	// a working day, long enough that a slot sees a few builds.
+	profileSlot  = 15 * time.Minute
+	slotsPerDay  = int(24 * time.Hour / profileSlot)
+	slotsPerWeek = 7 * slotsPerDay
+	// dayKinds splits the daily profile into weekdays and weekends: pooling
+	// Monday to Friday learns a working day in a day, and a quiet Saturday
+	// does not teach Monday to be quiet.
+	dayKinds = 2
+	// fallWeight folds a slot's new need into its profile when it is
+	// smaller: a larger need is taken at once (a p95 is made by the large
+	// builds), a smaller one is learned slowly, a tenth of the way each
+	// time, so that one quiet day or slot does not empty the pool.
+	fallWeight = 0.15
+	// neighbourSlots is how many slots on each side pool their needs into
+	// a slot's (30 minutes either way).
+	neighbourSlots = 2
+	// priorWeight is what the daily profile weighs against each time the
+	// slot was seen on its own weekday (up to maxWeekWeight of them).
+	priorWeight   = 1.0
+	maxWeekWeight = 4
+	// minCurrentJobs is how many arrivals the slot being counted needs
+	// before its own need counts: a lone first job says little.
+	minCurrentJobs = 20
+	// recentTau is the time constant of the recent rate, for logs.
 	recentTau = 10 * time.Minute
 	// releaseTau is the time constant of the release rate, which tells how
 	// many busy instances come back to the pools soon.
 	releaseTau = 5 * time.Minute
 )
 
+// coverShare is the share of arrivals a pool may leave uncovered: the p95
+// target lets 5 % of jobs wait longer.
+const coverShare = 0.05
+
 // ArrivalModel is the durable part of the arrival model, persisted with the
-// core's State so that a restart does not forget the week it learned.
-// Slices are indexed by slot: Week by weekday (Sunday = 0) × slot of the
-// day, Day by slot of the day (UTC).
+// core's State so that a restart does not forget the weeks it learned.
+// Week slices are indexed by weekday (Sunday = 0) × slot of the day; Day
+// slices by day kind (0 weekday, 1 weekend) × slot of the day (UTC).
 type ArrivalModel struct {
 	// WeekRate and DayRate are arrivals per second, averaged per slot.
 	WeekRate []float64 `json:"week_rate"`
 	DayRate  []float64 `json:"day_rate"`
-	// WeekBurst and DayBurst are the largest number of arrivals within one
-	// second seen in a slot, averaged over the times the slot was seen.
+	// WeekBurst and DayBurst are the upper quantile of the jobs arriving
+	// within the tier's horizon (net of jobs ending), per slot.
 	WeekBurst []float64 `json:"week_burst"`
 	DayBurst  []float64 `json:"day_burst"`
+	// WeekHot and DayHot are the same within the hot pool's horizon.
+	WeekHot []float64 `json:"week_hot"`
+	DayHot  []float64 `json:"day_hot"`
 	// WeekSeen and DaySeen count how often each slot was observed.
 	WeekSeen []int `json:"week_seen"`
 	DaySeen  []int `json:"day_seen"`
@@ -62,20 +100,27 @@ func (m *ArrivalModel) MarshalJSON() ([]byte, error) {
 	return json.Marshal((*arrivalModelJSON)(m))
 }
 
-// arrivals is the live model: the durable profile plus the slot and second
-// being counted now and the recent rate.
+// need is what a pool must cover: jobs within the tier's horizon (Tier) and
+// within the hot pool's (Hot).
+type need struct{ Tier, Hot float64 }
+
+// arrivals is the live model: the durable profile plus the slot being
+// counted now, the window of recent arrivals and releases, and the rates.
 type arrivals struct {
 	m ArrivalModel
 
+	// tierH and hotH are the horizons counted, set by the sizing from the
+	// boot and resume times and the target (sizing.go).
+	tierH, hotH time.Duration
+	win         window
+
 	slotStart time.Time // start of the slot being counted; zero before the first arrival
 	slotCount int
-	slotBurst int
-	secs      []int // arrivals per busy second of the slot, for its cover
-	coverN    int   // slotCount when coverV was computed
-	coverV    int
-	prevCover float64 // cover of the last slot that ended
-	secStart  time.Time
-	secCount  int
+	tierNeeds []int32 // per arriving job of the slot, its count within tierH
+	hotNeeds  []int32
+	curN      int // slotCount when cur was computed
+	cur       need
+	prev      need // need of the last slot that ended
 
 	recent   float64 // arrivals per second, exponentially weighted
 	releases float64 // jobs ending per second, exponentially weighted
@@ -87,29 +132,35 @@ type arrivals struct {
 }
 
 func newArrivals() *arrivals {
-	a := &arrivals{}
+	a := &arrivals{tierH: time.Minute}
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
+	a.m.WeekHot = make([]float64, slotsPerWeek)
 	a.m.WeekSeen = make([]int, slotsPerWeek)
-	a.m.DayRate = make([]float64, slotsPerDay)
-	a.m.DayBurst = make([]float64, slotsPerDay)
-	a.m.DaySeen = make([]int, slotsPerDay)
+	a.m.DayRate = make([]float64, dayKinds*slotsPerDay)
+	a.m.DayBurst = make([]float64, dayKinds*slotsPerDay)
+	a.m.DayHot = make([]float64, dayKinds*slotsPerDay)
+	a.m.DaySeen = make([]int, dayKinds*slotsPerDay)
 	return a
 }
 
 // load takes a persisted model, ignoring one of the wrong shape (a model
-// is only an optimisation: better to relearn than to refuse to start).
+// is only an optimisation: better to relearn than to refuse to start; a
+// model of an older berth, which counted other things, is relearned too).
 func (a *arrivals) load(m *ArrivalModel) {
+	const d = dayKinds * slotsPerDay
 	if m == nil || len(m.WeekRate) != slotsPerWeek || len(m.WeekBurst) != slotsPerWeek ||
-		len(m.WeekSeen) != slotsPerWeek || len(m.DayRate) != slotsPerDay ||
-		len(m.DayBurst) != slotsPerDay || len(m.DaySeen) != slotsPerDay {
+		len(m.WeekHot) != slotsPerWeek || len(m.WeekSeen) != slotsPerWeek || len(m.DayRate) != d ||
+		len(m.DayBurst) != d || len(m.DayHot) != d || len(m.DaySeen) != d {
 		return
 	}
 	copy(a.m.WeekRate, m.WeekRate)
 	copy(a.m.WeekBurst, m.WeekBurst)
+	copy(a.m.WeekHot, m.WeekHot)
 	copy(a.m.WeekSeen, m.WeekSeen)
 	copy(a.m.DayRate, m.DayRate)
 	copy(a.m.DayBurst, m.DayBurst)
+	copy(a.m.DayHot, m.DayHot)
 	copy(a.m.DaySeen, m.DaySeen)
 	a.loaded = true
 	a.snap = nil
@@ -123,51 +174,14 @@ func (a *arrivals) snapshot() *ArrivalModel {
 		return a.snap
 	}
 	m := ArrivalModel{
-		WeekRate: append([]float64(nil), a.m.WeekRate...), WeekBurst: append([]float64(nil), a.m.WeekBurst...),
-		WeekSeen: append([]int(nil), a.m.WeekSeen...), DayRate: append([]float64(nil), a.m.DayRate...),
-		DayBurst: append([]float64(nil), a.m.DayBurst...), DaySeen: append([]int(nil), a.m.DaySeen...),
+		WeekRate: slices.Clone(a.m.WeekRate), WeekBurst: slices.Clone(a.m.WeekBurst),
+		WeekHot: slices.Clone(a.m.WeekHot), WeekSeen: slices.Clone(a.m.WeekSeen),
+		DayRate: slices.Clone(a.m.DayRate), DayBurst: slices.Clone(a.m.DayBurst),
+		DayHot: slices.Clone(a.m.DayHot), DaySeen: slices.Clone(a.m.DaySeen),
 	}
 	m.raw, _ = json.Marshal((*arrivalModelJSON)(&m)) // slices of numbers always encode
 	a.snap = &m
 	return a.snap
-}
-
-// coverShare is the share of arrivals a pool may leave uncovered: the p95
-// target lets 5 % of jobs wait longer. Fewer than that wait a whole boot in
-// practice, since instances coming back from jobs and refills under way
-// serve part of a burst's overflow (measured on the Travis week).
-const coverShare = 0.05
-
-// minCoverArrivals is how many arrivals a slot needs before its own cover
-// counts in a forecast.
-const minCoverArrivals = 100
-
-// cover is the smallest pool that covers the bursts of the current slot
-// but for coverShare of its arrivals: the jobs of a burst beyond the pool
-// wait a boot. It is the job-weighted quantile of burst sizes, which bursts
-// of a hundred jobs pull up only as far as their jobs matter for the p95.
-func (a *arrivals) cover() int {
-	// Recompute as the slot grows by a tenth: exact enough for a sizing
-	// decision, and it keeps a burst of arrivals O(1) each.
-	if a.slotCount <= a.coverN+a.coverN/10 && a.coverN > 0 || a.slotCount == 0 {
-		return a.coverV
-	}
-	allowed := coverShare * float64(a.slotCount)
-	lo, hi := 0, a.slotBurst
-	for lo < hi {
-		p := (lo + hi) / 2
-		over := 0
-		for _, b := range a.secs {
-			over += max(b-p, 0)
-		}
-		if float64(over) <= allowed {
-			hi = p
-		} else {
-			lo = p + 1
-		}
-	}
-	a.coverN, a.coverV = a.slotCount, lo
-	return lo
 }
 
 // learned reports whether the profile holds anything worth persisting: a
@@ -179,8 +193,49 @@ func weekSlot(t time.Time) int {
 	return int(t.Weekday())*slotsPerDay + (t.Hour()*60+t.Minute())/int(profileSlot/time.Minute)
 }
 
-// roll closes every slot that ended by now, folding its counts into the
-// profile. Empty slots are folded too: a quiet hour is worth learning.
+// daySlot is the daily profile's index for week slot w.
+func daySlot(w int) int {
+	kind := 0
+	if wd := time.Weekday(w / slotsPerDay); wd == time.Saturday || wd == time.Sunday {
+		kind = 1
+	}
+	return kind*slotsPerDay + w%slotsPerDay
+}
+
+// setHorizons sets the horizons counted from now on. Counts already taken
+// keep the horizons they were taken with: the times change slowly.
+func (a *arrivals) setHorizons(tier, hot time.Duration) {
+	a.tierH, a.hotH = max(tier, 0), max(min(hot, tier), 0)
+}
+
+// current is the need of the slot being counted, once it has seen enough
+// arrivals. Recomputed as the slot grows by a quarter: exact enough for a
+// sizing decision, and it keeps a burst of arrivals O(1) each.
+func (a *arrivals) current() need {
+	if a.slotCount < minCurrentJobs {
+		return need{}
+	}
+	if a.curN == 0 || a.slotCount > a.curN+a.curN/4 {
+		a.cur = need{Tier: upperQuantile(a.tierNeeds), Hot: upperQuantile(a.hotNeeds)}
+		a.curN = a.slotCount
+	}
+	return a.cur
+}
+
+// upperQuantile is the job-weighted 95th percentile of the counts: the
+// pool that serves all but coverShare of the jobs. It sorts v.
+func upperQuantile(v []int32) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	k := int(math.Ceil((1-coverShare)*float64(len(v)))) - 1
+	return float64(v[min(max(k, 0), len(v)-1)])
+}
+
+// roll closes every slot that ended by now, folding its need into the
+// profile. Empty slots are folded too: a quiet slot lowers the profile, by
+// fallWeight of the way.
 func (a *arrivals) roll(now time.Time) {
 	if a.slotStart.IsZero() {
 		return
@@ -192,35 +247,47 @@ func (a *arrivals) roll(now time.Time) {
 			a.slotStart = now.Truncate(profileSlot)
 			break
 		}
+		a.curN = 0
+		nd := need{Tier: upperQuantile(a.tierNeeds), Hot: upperQuantile(a.hotNeeds)}
 		rate := float64(a.slotCount) / profileSlot.Seconds()
-		burst := float64(a.cover())
-		a.prevCover = burst
+		a.prev = nd
 		w := weekSlot(a.slotStart)
-		fold(&a.m.WeekRate[w], &a.m.WeekBurst[w], &a.m.WeekSeen[w], rate, burst)
-		d := w % slotsPerDay
-		fold(&a.m.DayRate[d], &a.m.DayBurst[d], &a.m.DaySeen[d], rate, burst)
+		d := daySlot(w)
+		foldNeed(&a.m.WeekRate[w], &a.m.WeekBurst[w], &a.m.WeekHot[w], &a.m.WeekSeen[w], rate, nd)
+		foldNeed(&a.m.DayRate[d], &a.m.DayBurst[d], &a.m.DayHot[d], &a.m.DaySeen[d], rate, nd)
 		a.slotStart = a.slotStart.Add(profileSlot)
-		a.slotCount, a.slotBurst = 0, 0
-		a.secs = a.secs[:0]
-		a.secStart, a.secCount = time.Time{}, 0 // a new slot starts a new second
-		a.coverN, a.coverV = 0, 0
+		a.slotCount = 0
+		a.tierNeeds, a.hotNeeds = a.tierNeeds[:0], a.hotNeeds[:0]
 		a.changed = true
 		a.folded = true
 		a.snap = nil
 	}
 }
 
-func fold(rate, burst *float64, seen *int, r, b float64) {
+// foldNeed folds a slot's need into a profile entry; an entry not seen yet
+// takes it as it is.
+func foldNeed(rate, tier, hot *float64, seen *int, r float64, nd need) {
 	if *seen == 0 {
-		*rate, *burst = r, b
+		*rate, *tier, *hot = r, nd.Tier, nd.Hot
 	} else {
-		*rate += profileWeight * (r - *rate)
-		*burst += profileWeight * (b - *burst)
+		*rate += 0.5 * (r - *rate)
+		foldUpper(tier, nd.Tier)
+		foldUpper(hot, nd.Hot)
 	}
 	*seen++
 }
 
-// record counts n arrivals at now.
+// foldUpper moves v towards x: most of the way up, a little way down.
+func foldUpper(v *float64, x float64) {
+	if x > *v {
+		*v = x
+	} else {
+		*v += fallWeight * (x - *v)
+	}
+}
+
+// record counts n arrivals at now: each is a job the pool must serve, and
+// its need is what arrived within the horizons before it, net of releases.
 func (a *arrivals) record(now time.Time, n int) {
 	if a.slotStart.IsZero() {
 		a.slotStart = now.Truncate(profileSlot)
@@ -228,14 +295,23 @@ func (a *arrivals) record(now time.Time, n int) {
 	a.roll(now)
 	a.decay(now)
 	a.recent += float64(n) / recentTau.Seconds()
-	if now.Sub(a.secStart) >= time.Second {
-		a.secStart, a.secCount = now, 0
-		a.secs = append(a.secs, 0)
+	a.win.trim(now, a.tierH, a.hotH)
+	for range n {
+		a.win.add(now, 1)
+		a.tierNeeds = append(a.tierNeeds, horizonNeed(a.tierH, a.win.tierNet))
+		a.hotNeeds = append(a.hotNeeds, horizonNeed(a.hotH, a.win.hotNet))
 	}
-	a.secCount += n
-	a.secs[len(a.secs)-1] = a.secCount
 	a.slotCount += n
-	a.slotBurst = max(a.slotBurst, a.secCount)
+}
+
+// horizonNeed is a job's need within a horizon: none when the horizon is
+// empty (the capacity started at its arrival meets the target), else the
+// net arrivals counted.
+func horizonNeed(h time.Duration, net int) int32 {
+	if h <= 0 {
+		return 0
+	}
+	return int32(max(net, 0))
 }
 
 func (a *arrivals) decay(now time.Time) {
@@ -249,10 +325,13 @@ func (a *arrivals) decay(now time.Time) {
 	}
 }
 
-// release counts a job that ended at now.
+// release counts a job that ended at now: its instance comes back, and the
+// jobs arriving after it need one less.
 func (a *arrivals) release(now time.Time) {
 	a.decay(now)
 	a.releases += 1 / releaseTau.Seconds()
+	a.win.trim(now, a.tierH, a.hotH)
+	a.win.add(now, -1)
 }
 
 // returning is how many busy instances are expected back within d, from the
@@ -262,44 +341,118 @@ func (a *arrivals) returning(now time.Time, d time.Duration) float64 {
 	return a.releases * d.Seconds()
 }
 
-// forecast is the expected arrival rate and largest burst from now to
-// now+horizon (at least the next slot), with where the numbers came from.
+// forecast is the need from now to now+lead: the largest of the recent
+// need and the profile's for every slot in that time, with where it came
+// from.
 type forecast struct {
-	Rate   float64 // arrivals per second
-	Burst  float64 // arrivals within one second
+	Rate   float64 // arrivals per second, recent
+	Burst  float64 // jobs within the tier's horizon to cover
+	Hot    float64 // jobs within the hot pool's horizon to cover
 	Source string
 }
 
 func (f forecast) String() string {
-	return fmt.Sprintf("rate=%.3f/s burst=%.0f from %s", f.Rate, f.Burst, f.Source)
+	return fmt.Sprintf("rate=%.3f/s burst=%.0f hot=%.0f from %s", f.Rate, f.Burst, f.Hot, f.Source)
 }
 
-func (a *arrivals) forecast(now time.Time, horizon time.Duration) forecast {
+func (a *arrivals) forecast(now time.Time, lead time.Duration) forecast {
 	a.roll(now)
 	a.decay(now)
-	// The slot being counted speaks only once it has seen a few bursts:
-	// the first burst of a quiet slot would otherwise size the pool by
-	// itself; until then the last slot stands for the recent past.
-	cur := a.prevCover
-	if a.slotCount >= minCoverArrivals {
-		cur = max(cur, float64(a.cover()))
-	}
-	f := forecast{Rate: a.recent, Burst: cur, Source: "recent arrivals"}
-	horizon = max(horizon, profileSlot)
-	for t := now; !t.After(now.Add(horizon)); t = t.Add(profileSlot) {
-		w := weekSlot(t)
-		d := w % slotsPerDay
-		rate, burst, src := a.m.DayRate[d], a.m.DayBurst[d], "daily profile"
-		if a.m.WeekSeen[w] > 0 {
-			rate, burst, src = a.m.WeekRate[w], a.m.WeekBurst[w], "weekday profile"
-		} else if a.m.DaySeen[d] == 0 {
+	// The recent past stands for the next minutes: the last slot that
+	// ended, and the one being counted once it has seen enough jobs.
+	cur := a.current()
+	f := forecast{Rate: a.recent, Burst: max(a.prev.Tier, cur.Tier), Hot: max(a.prev.Hot, cur.Hot), Source: "recent arrivals"}
+	for t := now.Truncate(profileSlot); !t.After(now.Add(lead)); t = t.Add(profileSlot) {
+		nd, src, ok := a.profiled(weekSlot(t))
+		if !ok {
 			continue
 		}
-		if rate > f.Rate || burst > f.Burst {
+		if nd.Tier > f.Burst || nd.Hot > f.Hot {
 			f.Source = src + " at " + t.UTC().Format("Mon 15:04")
 		}
-		f.Rate = max(f.Rate, rate)
-		f.Burst = max(f.Burst, burst)
+		f.Burst = max(f.Burst, nd.Tier)
+		f.Hot = max(f.Hot, nd.Hot)
 	}
 	return f
+}
+
+// profiled is the need the profile holds for week slot w: the largest of
+// its own and its neighbours' within neighbourSlots. Builds that come at
+// random times of a busy morning fall into one slot or the next by chance:
+// pooling the neighbours covers the morning's large builds in every slot of
+// it, not only in those that happened to see one.
+func (a *arrivals) profiled(w int) (need, string, bool) {
+	own, src, ok := a.slotNeed(w)
+	for k := -neighbourSlots; k <= neighbourSlots; k++ {
+		nb, _, okn := a.slotNeed((w + slotsPerWeek + k) % slotsPerWeek)
+		if k == 0 || !okn || (nb.Tier <= own.Tier && nb.Hot <= own.Hot) {
+			continue
+		}
+		own = need{Tier: max(own.Tier, nb.Tier), Hot: max(own.Hot, nb.Hot)}
+		src, ok = "neighbouring slots", true
+	}
+	return own, src, ok
+}
+
+// slotNeed is one slot's need: the weekday profile blended with the daily
+// profile of its kind of day, which stands as the prior until the weekday
+// was seen a few times.
+func (a *arrivals) slotNeed(w int) (need, string, bool) {
+	d := daySlot(w)
+	if a.m.DaySeen[d] == 0 {
+		// A kind of day not seen yet (the first weekend) borrows the
+		// other kind's profile: better a pool too many on the first
+		// Saturday than a missed 02:00 build.
+		d = (d + slotsPerDay) % (dayKinds * slotsPerDay)
+	}
+	dn := need{Tier: a.m.DayBurst[d], Hot: a.m.DayHot[d]}
+	seen := min(a.m.WeekSeen[w], maxWeekWeight)
+	switch {
+	case seen > 0 && a.m.DaySeen[d] > 0:
+		k := float64(seen)
+		blend := func(wk, dy float64) float64 { return (k*wk + priorWeight*dy) / (k + priorWeight) }
+		return need{Tier: blend(a.m.WeekBurst[w], dn.Tier), Hot: blend(a.m.WeekHot[w], dn.Hot)}, "weekday profile", true
+	case a.m.DaySeen[d] > 0:
+		return dn, "daily profile", true
+	}
+	return need{}, "", false
+}
+
+// window counts arrivals net of releases within the two horizons before
+// now. Events are kept in time order; each horizon has its own head, and
+// both trim in O(1) amortised.
+type window struct {
+	ev              []winEvent
+	tierHead        int
+	hotHead         int
+	tierNet, hotNet int
+}
+
+type winEvent struct {
+	at time.Time
+	d  int // +1 an arrival, -1 a release
+}
+
+func (w *window) add(at time.Time, d int) {
+	w.ev = append(w.ev, winEvent{at: at, d: d})
+	w.tierNet += d
+	w.hotNet += d
+}
+
+// trim drops events at or before now−horizon from each count (events of
+// the instant now stay).
+func (w *window) trim(now time.Time, tierH, hotH time.Duration) {
+	for w.hotHead < len(w.ev) && !w.ev[w.hotHead].at.After(now.Add(-hotH)) && w.ev[w.hotHead].at.Before(now) {
+		w.hotNet -= w.ev[w.hotHead].d
+		w.hotHead++
+	}
+	for w.tierHead < len(w.ev) && !w.ev[w.tierHead].at.After(now.Add(-tierH)) && w.ev[w.tierHead].at.Before(now) {
+		w.tierNet -= w.ev[w.tierHead].d
+		w.tierHead++
+	}
+	if h := min(w.tierHead, w.hotHead); h > 1024 && 2*h > len(w.ev) {
+		w.ev = append(w.ev[:0], w.ev[h:]...)
+		w.tierHead -= h
+		w.hotHead -= h
+	}
 }

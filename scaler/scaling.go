@@ -59,37 +59,12 @@ func (s *Scaler) resize(p policy.Policy) {
 	if p.TargetWait <= 0 {
 		return
 	}
-	z := s.sizing(p, s.arr.forecast(s.now, s.bootEst))
+	s.setHorizons(p)
+	z := s.sizing(p, s.arr.forecast(s.now, s.lead()))
 	if z.Hot != s.sized.Hot || z.Suspended != s.sized.Suspended || z.Tier != s.sized.Tier {
 		s.emit(z)
 	}
 	s.sized = z
-}
-
-// sizing is the least-cost pair of pools that keeps the p95 wait within
-// p.TargetWait for forecast f. A job meets the target when it finds a hot
-// slot, or, when a resume fits in the target, a suspended instance. The
-// capacity that must be on hand is the forecast burst cover (the pool that
-// leaves at most coverShare of arrivals to a boot). A suspended instance
-// costs SuspendedCost of a hot one and meets the same target, so the least
-// cost holds all of it suspended and no hot pool beyond the floors
-// (idle_count). When the tier cannot meet the target (no suspend, or a
-// resume slower than the target, or suspending costs as much as running),
-// all of it is hot. Arrivals during a refill's boot are left to the
-// instances that come back from jobs meanwhile (see scaleUp).
-func (s *Scaler) sizing(p policy.Policy, f forecast) Sized {
-	z := Sized{Rate: f.Rate, Burst: f.Burst, Source: f.Source, BootTime: s.bootEst,
-		ResumeTime: s.resumeEst, TargetWait: p.TargetWait}
-	z.Tier = s.tierOn(p) && s.resumeEst <= p.TargetWait && s.cfg.SuspendedCost < 1
-	need := int(math.Ceil(f.Burst))
-	capSlots := s.cfg.MaxInstances * s.cfg.CapacityPerInstance
-	if z.Tier {
-		z.Suspended = min(ceilDiv(need, s.cfg.CapacityPerInstance), s.cfg.MaxInstances)
-	} else {
-		z.Hot = need
-	}
-	z.Hot = min(z.Hot, capSlots)
-	return z
 }
 
 func (s *Scaler) current() int {
@@ -131,10 +106,13 @@ func (s *Scaler) scaleUp() {
 	// resumed once suspended, sooner than a boot (I7 counts them too).
 	want := desired + pool - have - s.pooled
 	if stock := want - max(desired-have, 0); stock > 0 {
-		// Busy instances that come back within a boot refill the tier
-		// on their own: booting for them too would only make a surplus
-		// that is deleted unused later.
-		ret := int(s.arr.returning(s.now, s.bootEst))
+		// Busy instances that come back soon refill the tier on their
+		// own: booting for them too would only make a surplus that is
+		// deleted unused later. Soon is a boot plus the release rate's
+		// time constant, the span the rate speaks for (measured on the
+		// generated shapes and the Travis week: a boot alone boots twice
+		// as often for the same waits, docs/bench.md).
+		ret := int(s.arr.returning(s.now, s.bootEst+releaseTau))
 		want -= min(stock, ret)
 	}
 	want = min(want, s.cfg.MaxInstances-s.Total())

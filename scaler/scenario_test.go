@@ -28,8 +28,8 @@ var epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		if strings.HasSuffix(path, "README.txt") {
-			return
+		if strings.HasSuffix(path, "README.txt") || strings.Contains(path, "forecast/") {
+			return // testdata/forecast is TestForecastScenarios'
 		}
 		h := &harness{}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
@@ -106,12 +106,18 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 			fmt.Fprintf(&b, "%s: booked\n", k)
 		}
 	case "jobs":
-		// jobs n=30 prefix=j: n job loops each book first and take a job (and
-		// call Acquire) only when the booking succeeded.
+		// jobs n=30 prefix=j [every=1s]: n job loops each book first and take
+		// a job (and call Acquire) only when the booking succeeded; with
+		// every, one job arrives per that much time.
 		n, _ := strconv.Atoi(args["n"])
 		prefix := args["prefix"]
+		every, _ := time.ParseDuration(args["every"])
 		var booked, refusedTyped, refusedOther, bound, waiting int
 		for i := 1; i <= n; i++ {
+			if every > 0 && i > 1 {
+				h.now = h.now.Add(every)
+				h.s.Advance(h.now)
+			}
 			k := fmt.Sprintf("%s%d", prefix, i)
 			if err := h.s.Reserve(k); err != nil {
 				var nc *scaler.NoCapacityError

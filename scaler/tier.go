@@ -1,6 +1,7 @@
 package scaler
 
 import (
+	"math"
 	"sort"
 	"time"
 
@@ -28,14 +29,15 @@ func (s *Scaler) tierOn(p policy.Policy) bool {
 
 // suspendedKeep is how long a suspended idle instance beyond the tier's
 // target is kept: suspended_idle_time, or under target_wait alone the time
-// in which it costs two boots (2 × boot time / suspended_cost, 20 minutes
-// at 60 s and 0.1): a surplus instance is likely needed again within that
-// (measured on the Travis week: shorter keeps trade boots for waits).
+// in which keeping it costs what booting a new one does (boot time /
+// suspended_cost, 10 minutes at 60 s and 0.1). That is the ski-rental
+// break-even: whenever the instance is needed again, keeping it that long
+// and then deleting it costs at most twice what hindsight would have paid.
 func (s *Scaler) suspendedKeep(p policy.Policy) time.Duration {
 	if p.SuspendedIdleTime > 0 {
 		return p.SuspendedIdleTime
 	}
-	return time.Duration(2 * float64(s.bootEst) / s.cfg.SuspendedCost)
+	return time.Duration(float64(s.bootEst) / s.cfg.SuspendedCost)
 }
 
 // setPooled moves in into or out of the tier.
@@ -181,4 +183,52 @@ func learn(est, d time.Duration, seen *bool) time.Duration {
 		return d
 	}
 	return est + (d-est)/5
+}
+
+// target_wait as a dial. A burst that empties the pools is met by capacity
+// started when it came: resumes, ready after the resume time r, and boots,
+// ready after the boot time b (both as learned from the listings, what a
+// waiting job actually waits). A job arriving t after the burst began and
+// finding the pools empty waits r − t for a resume or b − t for a boot, so
+// it meets the target T by itself once t ≥ b − T. The pools need to cover
+// only the jobs arriving within the horizon b − T: the tier's horizon. The
+// suspended tier serves a job in r, so when r > T the jobs arriving within
+// r − T (the hot horizon) need hot capacity, and the tier covers the rest.
+// A longer target shortens both horizons, so each target is its own point
+// on the cost/wait curve: 60 s at a 60 s boot holds almost nothing.
+
+// setHorizons tells the arrival model which horizons to count for p.
+func (s *Scaler) setHorizons(p policy.Policy) {
+	if p.TargetWait <= 0 {
+		return
+	}
+	s.arr.setHorizons(s.bootEst-p.TargetWait, s.resumeEst-p.TargetWait)
+}
+
+// lead is how far ahead the forecast looks: a pool for a learned burst must
+// be booted and suspended before it, which takes a boot and a suspend (no
+// longer than a boot, as a rule) — the 9:00 ramp is pre-warmed from about
+// 8:58 at a 60 s boot.
+func (s *Scaler) lead() time.Duration { return 2 * s.bootEst }
+
+// sizing is the least-cost pair of pools that keeps the p95 wait within
+// p.TargetWait for forecast f. The tier (when the provider can suspend and
+// a suspended instance costs less than a running one) holds the jobs of
+// the tier's horizon beyond the hot pool; the hot pool holds the jobs of the
+// hot horizon, which is empty when a resume meets the target. Without the
+// tier everything within the tier's horizon is held hot.
+func (s *Scaler) sizing(p policy.Policy, f forecast) Sized {
+	z := Sized{Rate: f.Rate, Burst: f.Burst, Source: f.Source, BootTime: s.bootEst,
+		ResumeTime: s.resumeEst, TargetWait: p.TargetWait}
+	z.Tier = s.tierOn(p) && s.cfg.SuspendedCost < 1 && s.resumeEst < s.bootEst
+	capSlots := s.cfg.MaxInstances * s.cfg.CapacityPerInstance
+	all, hot := int(math.Ceil(f.Burst)), int(math.Ceil(f.Hot))
+	if z.Tier {
+		z.Hot = min(hot, all)
+		z.Suspended = min(ceilDiv(all-z.Hot, s.cfg.CapacityPerInstance), s.cfg.MaxInstances)
+	} else {
+		z.Hot = all
+	}
+	z.Hot = min(z.Hot, capSlots)
+	return z
 }

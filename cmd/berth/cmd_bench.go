@@ -27,6 +27,7 @@ func newBenchCmd() *cobra.Command {
 		maxDuration time.Duration
 		asJSON      bool
 		svgFile     string
+		schedule    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --trace FILE [flags]",
@@ -39,7 +40,9 @@ job that cannot be booked waits in a queue, it does not fail.
 --policy picks what schedules the jobs: berth (the real core), naive-idle
 (docker+machine's IdleCount loop), late-acquire (GitLab's instance executor
 before bookings: capacity checked, job taken, instance acquired afterwards) or
-static (a fixed pool of --static-instances).
+static (a fixed pool of --static-instances), warm-pool (naive-idle plus
+--pool-size stopped instances, as AWS warm pools) or scheduled (warm-pool with a
+pool per time window: --schedule "CRON=N", repeated).
 
 berth keeps a suspended tier of idle instances with --suspended-idle-time D
 (or --target-wait D, which sizes the hot and suspended pools from the arrival
@@ -52,6 +55,9 @@ policy did over time.`,
   berth bench convert gitlab jobs.json -o my-ci.csv   # docs/bench.md: get traces, export your CI`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := benchPolicyFlags(cmd, &cfg, schedule); err != nil {
+				return err
+			}
 			if trace == "" {
 				return errors.New("--trace FILE is required: a CSV with header arrival_unix_s,duration_s, e.g. bench/testdata/google2011_2011-05-16T21Z_4h_jobs.csv in the source tree; docs/bench.md says how to get whole traces or export your own CI history (berth bench convert)")
 			}
@@ -124,14 +130,15 @@ policy did over time.`,
 	f.DurationVar(&cfg.SuspendedIdleTime, "suspended-idle-time", def.SuspendedIdleTime, "berth: suspend idle instances past --idle-time and delete them after this (0: no suspended tier)")
 	f.IntVar(&cfg.SuspendedIdleCount, "suspended-idle-count", def.SuspendedIdleCount, "berth: suspended idle instances kept at least")
 	f.DurationVar(&cfg.TargetWait, "target-wait", def.TargetWait, "berth: p95 wait to aim at; sizes hot and suspended pools from the arrival forecast (sets --idle-time 0s unless given)")
-	f.StringVar(&cfg.Policy, "policy", def.Policy, "berth|naive-idle|late-acquire|static")
+	f.StringVar(&cfg.Policy, "policy", def.Policy, "berth|naive-idle|late-acquire|static|warm-pool|scheduled")
 	f.IntVar(&cfg.StaticInstances, "static-instances", 0, "pool size for --policy static")
 	f.DurationVar(&cfg.AcquireTimeout, "acquire-timeout", def.AcquireTimeout, "how long a taken job may wait for its instance")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the simulated cloud")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", def.PollInterval, "how often the provider is listed (a state change is seen this late)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&svgFile, "svg", "", "also draw demand, hot, suspended and booting instances and the wait over time into this SVG file")
-	cmd.AddCommand(newBenchConvertCmd())
+	addBenchPoolFlags(f, &cfg, &schedule)
+	cmd.AddCommand(newBenchConvertCmd(), newBenchGenerateCmd())
 	return cmd
 }
 
@@ -190,12 +197,18 @@ func printBenchTable(w io.Writer, r bench.Result) error {
 		{"idle count / idle time", fmt.Sprintf("%d / %s", r.IdleCount, benchDurText(r.IdleTimeS, "0s"))},
 		{"scale factor / limit", fmt.Sprintf("%g / %d", r.ScaleFactor, r.ScaleFactorLimit)},
 		{"mode", map[bool]string{true: "preemptive", false: "on-demand"}[r.Preemptive]},
-		{"resume time / suspended cost", fmt.Sprintf("%s / %g", benchDurText(r.ResumeTimeS, "0s"), r.SuspendedCost)},
+		{"resume / suspend time / suspended cost", fmt.Sprintf("%s / %s / %g", benchDurText(r.ResumeTimeS, "0s"), benchDurText(r.SuspendTimeS, "0s"), r.SuspendedCost)},
 		{"suspended idle time / count", fmt.Sprintf("%s / %d", benchDurText(r.SuspendedIdleTimeS, "off"), r.SuspendedIdleCount)},
 		{"target wait", benchDurText(r.TargetWaitS, "none")},
 	}
 	if r.Policy == bench.PolicyStatic {
 		rows = append(rows, [2]string{"static instances", fmt.Sprint(r.StaticInstances)})
+	}
+	if r.Policy == bench.PolicyWarmPool {
+		rows = append(rows, [2]string{"pool size", fmt.Sprint(r.PoolSize)})
+	}
+	if r.WarmupS > 0 {
+		rows = append(rows, [2]string{"warmup", benchDurText(r.WarmupS, "0s")})
 	}
 	rows = append(rows,
 		[2]string{"", ""},
@@ -203,6 +216,7 @@ func printBenchTable(w io.Writer, r bench.Result) error {
 		[2]string{"completed", fmt.Sprint(r.Completed)},
 		[2]string{"failed (capacity)", fmt.Sprint(r.FailedCapacity)},
 		[2]string{"failed (provider)", fmt.Sprint(r.FailedProvider)},
+		[2]string{"jobs measured (after warmup)", fmt.Sprint(r.Measured)},
 		[2]string{"wait p50 / p95 / p99", fmt.Sprintf("%.0fs / %.0fs / %.0fs", r.WaitP50S, r.WaitP95S, r.WaitP99S)},
 		[2]string{"wait max", fmt.Sprintf("%.0fs", r.WaitMaxS)},
 		[2]string{"instance hours", fmt.Sprintf("%.1f", r.InstanceSeconds/3600)},

@@ -1,0 +1,121 @@
+package scaler
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestForecastScenarios drives the arrival model alone through the files
+// in testdata/forecast: arrivals and releases at given times, and what the
+// model then forecasts. Times are "Mon-10:00[:05]" in the week of
+// `monday`, plus week=N weeks.
+//
+//	horizons tier=45s hot=0s       the horizons counted from now on
+//	arrive at=Mon-10:00 n=40 [spread=30s] [week=N] [steady=1]  (steady: a job ends as each arrives)
+//	release at=Mon-10:04 n=40 [spread=30s] [week=N]
+//	forecast at=Tue-09:58 [lead=2m] [week=N]
+//	profile slot=Mon-10:00         the slot's weekday and daily profile, once it ended
+func TestForecastScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/forecast", func(t *testing.T, path string) {
+		a := newArrivals()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			out, err := forecastCmd(a, d)
+			if err != nil {
+				return "error: " + err.Error() + "\n"
+			}
+			return out
+		})
+	})
+}
+
+func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
+	arg := func(k, def string) string {
+		for _, x := range d.CmdArgs {
+			if x.Key == k && len(x.Vals) > 0 {
+				return strings.Join(x.Vals, " ")
+			}
+		}
+		return def
+	}
+	dur := func(k, def string) (time.Duration, error) { return time.ParseDuration(arg(k, def)) }
+	at, err := weekTime(arg("at", arg("slot", "Mon-00:00")), arg("week", "0"))
+	if err != nil {
+		return "", err
+	}
+	switch d.Cmd {
+	case "horizons":
+		tier, err := dur("tier", "45s")
+		if err != nil {
+			return "", err
+		}
+		hot, err := dur("hot", "0s")
+		if err != nil {
+			return "", err
+		}
+		a.setHorizons(tier, hot)
+		return fmt.Sprintf("tier %s hot %s\n", a.tierH, a.hotH), nil
+	case "arrive", "release":
+		var n int
+		if _, err := fmt.Sscan(arg("n", "1"), &n); err != nil {
+			return "", err
+		}
+		spread, err := dur("spread", "0s")
+		if err != nil {
+			return "", err
+		}
+		for i := range n {
+			t := at.Add(spread * time.Duration(i) / time.Duration(max(n, 1)))
+			if d.Cmd == "release" || arg("steady", "") != "" {
+				a.release(t)
+			}
+			if d.Cmd == "arrive" {
+				a.record(t, 1)
+			}
+		}
+		return fmt.Sprintf("%s %d\n", d.Cmd, n), nil
+	case "forecast":
+		lead, err := dur("lead", "2m")
+		if err != nil {
+			return "", err
+		}
+		return a.forecast(at, lead).String() + "\n", nil
+	case "profile":
+		a.roll(at.Truncate(profileSlot).Add(profileSlot)) // the slot has ended
+		w := weekSlot(at)
+		ds := daySlot(w)
+		nd, src, ok := a.profiled(w)
+		return fmt.Sprintf("week need %.0f (seen %d), day need %.0f (seen %d); pooled %.0f from %s (known %v)\n",
+			a.m.WeekBurst[w], a.m.WeekSeen[w], a.m.DayBurst[ds], a.m.DaySeen[ds], nd.Tier, src, ok), nil
+	}
+	return "", fmt.Errorf("unknown command %q", d.Cmd)
+}
+
+// weekTime reads "Mon-10:00" or "Mon-10:00:05" as a time in the given
+// week after `monday`.
+func weekTime(s, week string) (time.Time, error) {
+	day, clock, ok := strings.Cut(s, "-")
+	if !ok {
+		return time.Time{}, fmt.Errorf("time %q: want \"Mon-10:00\"", s)
+	}
+	days := map[string]int{"Mon": 0, "Tue": 1, "Wed": 2, "Thu": 3, "Fri": 4, "Sat": 5, "Sun": 6}
+	dn, ok := days[day]
+	if !ok {
+		return time.Time{}, fmt.Errorf("time %q: unknown day %q", s, day)
+	}
+	if strings.Count(clock, ":") == 1 {
+		clock += ":00"
+	}
+	c, err := time.Parse("15:04:05", clock)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("time %q: %w", s, err)
+	}
+	var w int
+	if _, err := fmt.Sscan(week, &w); err != nil {
+		return time.Time{}, fmt.Errorf("week %q: %w", week, err)
+	}
+	return monday.AddDate(0, 0, 7*w+dn).Add(time.Duration(c.Hour())*time.Hour + time.Duration(c.Minute())*time.Minute + time.Duration(c.Second())*time.Second), nil
+}
