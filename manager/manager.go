@@ -380,8 +380,12 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 	waiter, _ := src.(jobsource.Waiter)
 	resumer, _ := src.(jobsource.Resumer)
 	idle := time.Second
+	// A long-polling source books polls, not demand: an idle GitLab must
+	// start no instance (docs/semantics.md, "Poll bookings").
+	reserve, promote := m.fleet.Reserve, func(string) error { return nil }
 	if g, ok := src.(*gitlab.Source); ok {
 		idle = g.CheckInterval()
+		reserve, promote = m.fleet.ReservePoll, m.fleet.Promote
 	}
 	for ctx.Err() == nil {
 		if waiter != nil {
@@ -398,7 +402,7 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 		}
 		changed := m.fleet.Changed()
 		key := newKey("job-")
-		if err := m.fleet.Reserve(key); err != nil {
+		if err := reserve(key); err != nil {
 			if !errors.Is(err, scaler.ErrNoCapacity) {
 				m.log.Error("reserve failed", "err", err)
 			} else if waiter != nil {
@@ -428,6 +432,9 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 				}
 			}
 			continue
+		}
+		if err := promote(key); err != nil {
+			m.log.Error("promote poll booking", "key", key, "err", err)
 		}
 		m.reportQueued(src)
 		m.startJob(jobCtx, key, job)

@@ -38,6 +38,7 @@ func (s *Scaler) ReservePoll(key string) error {
 		return err
 	}
 	s.polls[key] = true
+	s.granted++ // counted once: Promote keeps the same booking
 	return nil
 }
 
@@ -50,7 +51,6 @@ func (s *Scaler) Promote(key string) error {
 		return fmt.Errorf("promote %q: %w", key, ErrUnknownKey)
 	}
 	delete(s.polls, key)
-	s.granted++
 	s.addReservation(key)
 	return nil
 }
