@@ -3,9 +3,14 @@ package manager
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/internal/gitlabfake"
 )
 
@@ -99,5 +104,57 @@ func TestGitLabIdlePreemptiveKeepsIdleCount(t *testing.T) {
 	// One idle slot: one poll at a time while idle, never one per job loop.
 	if c := m.fleet.Counts(); c.Polls > 1 {
 		t.Errorf("%d poll bookings on one idle slot", c.Polls)
+	}
+}
+
+// The job list shows GitLab jobs beside the queue's (issue 17): source
+// "gitlab", GitLab's id as external_id, state, instance and timings; a
+// submitter, who owns no GitLab job, does not see them.
+func TestGitLabJobsInTheJobList(t *testing.T) {
+	m, fake := idleGitLab(t, "idle_count = 0\npreemptive_mode = false")
+	gl := fake.Jobs()[0]
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	tok, err := api.ReadTokenFile(api.TokenPath(m.cfg.StateDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := api.NewClient(srv.URL)
+	c.Token = tok
+	ctx := context.Background()
+	if _, err := c.Submit(ctx, api.JobRequest{Script: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	// The queue job stays queued: this berth takes jobs from GitLab only.
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 {
+		t.Fatalf("%d jobs listed, want the GitLab job and the queue job: %+v", len(jobs), jobs)
+	}
+	g, q := jobs[0], jobs[1] // oldest first
+	want := strconv.FormatInt(gl.ID(), 10)
+	if g.Source != "gitlab" || g.ExternalID != want || g.ID != "gitlab-"+want || g.State != api.JobSuccess ||
+		g.Instance == "" || g.StartedAt == nil || g.FinishedAt == nil || g.ExitCode == nil || *g.ExitCode != 0 {
+		t.Errorf("GitLab job listed as %+v", g)
+	}
+	if q.Source != "queue" {
+		t.Errorf("queue job listed with source %q", q.Source)
+	}
+	if one, err := c.Job(ctx, g.ID); err != nil || one.ExternalID != want {
+		t.Errorf("GET /api/v1/jobs/%s: %+v, %v", g.ID, one, err)
+	}
+	sub := filepath.Join(m.cfg.StateDir, api.TokensDirName)
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stok := api.NewToken()
+	if err := os.WriteFile(filepath.Join(sub, "alice"), []byte(stok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.Token = stok
+	if mine, err := c.Jobs(ctx); err != nil || len(mine) != 0 {
+		t.Errorf("a submitter lists %d jobs (%v), want none of the admin's or GitLab's", len(mine), err)
 	}
 }

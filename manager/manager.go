@@ -80,6 +80,8 @@ type Manager struct {
 	tls   *tls.Config
 
 	jobs sync.WaitGroup
+	// glJobs records the GitLab jobs taken, for the job list (gitlabjobs.go).
+	glJobs gitlabJobs
 }
 
 // New opens the state, initialises the provider and the job sources, and
@@ -432,6 +434,9 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 				}
 			}
 			continue
+		}
+		if _, ok := src.(*gitlab.Source); ok {
+			job = m.glJobs.track(job, time.Now())
 		}
 		if err := promote(key); err != nil {
 			m.log.Error("promote poll booking", "key", key, "err", err)
