@@ -646,10 +646,16 @@ func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsourc
 		case <-runCtx.Done():
 		}
 	}()
-	code, err := m.runner.Run(runCtx, acq.Connect, executor.Command{Script: spec.Script, Env: spec.Env, Output: job.Log(), Timeout: timeout})
+	code, err := -1, m.prepare(runCtx, job, acq)
+	prepErr := err
+	if err == nil {
+		code, err = m.runner.Run(runCtx, acq.Connect, executor.Command{Script: spec.Script, Env: spec.Env, Output: job.Log(), Timeout: timeout})
+	}
 	res := jobsource.Result{ExitCode: code}
 	cause := context.Cause(runCtx)
 	switch {
+	case prepErr != nil && runCtx.Err() == nil:
+		res.Failure, res.Message = jobsource.FailureSystem, prepErr.Error()
 	case err == nil && code == 0:
 	case err == nil:
 		res.Failure, res.Message = jobsource.FailureScript, fmt.Sprintf("script exited with code %d", code)
@@ -673,7 +679,7 @@ func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsourc
 			fmt.Fprintf(job.Log(), "\nberth: after_script failed: %v\n", aerr)
 		}
 	}
-	return res
+	return m.collect(ctx, job, acq, res)
 }
 
 var errCanceled = errors.New("job canceled by its source")
