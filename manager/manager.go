@@ -201,8 +201,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			m.sources = append(m.sources, source{m.queue, 1})
 		case config.SourceGitLab:
 			// A stable system id keeps GitLab from listing a new runner manager after each restart.
+			cs, err := m.cacheStore()
+			if err != nil {
+				return nil, err
+			}
 			g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
-				CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: opts.Version}, log)
+				CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: opts.Version, Cache: cs}, log)
 			if err != nil {
 				return nil, fmt.Errorf("source %s: %w", s, err)
 			}

@@ -3,8 +3,10 @@ package manager
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"time"
 
+	"github.com/berth-ci/berth/cache"
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/fleet"
 	"github.com/berth-ci/berth/jobsource"
@@ -57,4 +59,14 @@ func (t *trackedJob) Collect(ctx context.Context, f jobsource.Files, r jobsource
 		return st.Collect(ctx, f, r)
 	}
 	return r
+}
+
+// cacheStore opens where GitLab jobs' caches are kept ([cache]).
+func (m *Manager) cacheStore() (cache.Store, error) {
+	c := m.cfg.Cache
+	dir := c.Dir
+	if dir == "" {
+		dir = filepath.Join(m.cfg.StateDir, "cache")
+	}
+	return cache.NewLocal(dir, int64(c.MaxSizeMB)<<20, m.log)
 }
