@@ -105,7 +105,7 @@ func (l *Local) Put(_ context.Context, key string, r io.Reader) error {
 		return fmt.Errorf("store cache %q: %w", key, err)
 	}
 	if n > l.maxBytes {
-		return fmt.Errorf("cache %q is larger than the cache size limit of %d bytes; raise [cache] max_size or cache fewer paths", key, l.maxBytes)
+		return fmt.Errorf("cache %q is larger than the cache size limit of %d bytes; raise [cache] max_size_mb or cache fewer paths", key, l.maxBytes)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

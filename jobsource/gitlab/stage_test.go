@@ -64,7 +64,6 @@ func runStaged(t *testing.T, j *Job) (jobsource.Result, string) {
 	return res, out.String()
 }
 
-
 func artifactJob(extra func(*gitlabfake.JobSpec)) gitlabfake.JobSpec {
 	s := gitlabfake.JobSpec{Variables: noGit, Script: []string{"echo script-ran", "mkdir -p out", "echo data > out/file.txt"},
 		Artifacts: []gitlabfake.Artifact{{Paths: []string{"out/"}}}}
