@@ -78,6 +78,10 @@ type JobRequest struct {
 type Job struct {
 	// ID is the job's ID within its source (the queue numbers jobs 1, 2, ...).
 	ID string `json:"id"`
+	// Source is where the job came from: "queue" (berth submit) or
+	// "gitlab"; ExternalID is the job's ID there (GitLab's job id).
+	Source     string `json:"source,omitempty"`
+	ExternalID string `json:"external_id,omitempty"`
 	// Owner names the submitter (see Principal) whose token queued the
 	// job; empty for the admin.
 	Owner string `json:"owner,omitempty"`

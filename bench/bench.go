@@ -127,6 +127,12 @@ type Config struct {
 	// are overridden by the fields above.
 	Cloud sim.Config
 
+	// PollConcurrency models a polling job source (GitLab) with this many
+	// long-polls in flight; 0 models the built-in queue. PollsAsDemand
+	// books polls as jobs, as berth did before poll bookings (poll.go).
+	PollConcurrency int
+	PollsAsDemand   bool
+
 	// Progress, if set, is called now and then with the jobs finished so
 	// far and the total, for a progress bar.
 	Progress func(finished, total int)
@@ -230,6 +236,9 @@ func (c *Config) validate() error {
 	if c.SuspendedIdleTime < 0 || c.SuspendedIdleCount < 0 || c.TargetWait < 0 {
 		return errors.New("suspended idle time, suspended idle count and target wait must not be negative")
 	}
+	if err := c.validatePolls(); err != nil {
+		return err
+	}
 	if c.SuspendedCost > 1 {
 		return fmt.Errorf("suspended cost %g is above 1; it is the cost of a suspended second relative to a running one", c.SuspendedCost)
 	}
@@ -266,6 +275,8 @@ type Result struct {
 	TargetWaitS         float64 `json:"target_wait_s"`
 	AcquireTimeoutS     float64 `json:"acquire_timeout_s"`
 	Seed                uint64  `json:"seed"`
+	PollConcurrency     int     `json:"poll_concurrency,omitempty"`
+	PollsAsDemand       bool    `json:"polls_as_demand,omitempty"`
 
 	// Jobs is the number of jobs replayed; Completed ran to the end.
 	Jobs      int `json:"jobs"`
@@ -592,6 +603,8 @@ func (r *runner) result() Result {
 		TargetWaitS:         c.TargetWait.Seconds(),
 		AcquireTimeoutS:     c.AcquireTimeout.Seconds(),
 		Seed:                c.Seed,
+		PollConcurrency:     c.PollConcurrency,
+		PollsAsDemand:       c.PollsAsDemand,
 
 		Jobs:                 len(r.jobs),
 		Completed:            r.completed,

@@ -50,6 +50,7 @@ type coreDriver struct {
 	wokeAt  int
 	listing []scaler.Listed
 	keys    []string
+	poll    pollState // Config.PollConcurrency > 0: a polling source (poll.go)
 }
 
 type acqWait struct {
@@ -139,7 +140,7 @@ func (d *coreDriver) step() error {
 		s.Observe(d.listing)
 		d.nextPoll = r.now.Add(r.cfg.PollInterval)
 	}
-	if !d.late {
+	if !d.late && r.cfg.PollConcurrency == 0 {
 		// Jobs that arrived since the last step are demand before the
 		// Tick decides what is idle, as the queue reports them on arrival.
 		s.Queued(r.queue.len())
@@ -169,6 +170,10 @@ func (d *coreDriver) step() error {
 			if err := d.bookTaken(); err != nil {
 				return err
 			}
+		}
+	} else if r.cfg.PollConcurrency > 0 {
+		if err := d.pollStep(); err != nil {
+			return err
 		}
 	} else {
 		// berth: book for queued jobs in order while a booking succeeds; a
@@ -336,8 +341,8 @@ func (d *coreDriver) drain() error {
 				_, err := r.cloud.Decrease(r.ctx, ids)
 				s.DecreaseResult(ids, err)
 			case scaler.Bound:
-				j, err := strconv.Atoi(a.Key)
-				if err != nil || j < 0 || j >= len(r.jobs) {
+				j, ok := d.jobOf(a.Key)
+				if !ok {
 					return fmt.Errorf("bound for unknown key %q", a.Key)
 				}
 				if r.status[j] == stBooked {
@@ -345,12 +350,12 @@ func (d *coreDriver) drain() error {
 					r.run(j)
 				}
 			case scaler.Lost:
-				if j, err := strconv.Atoi(a.Key); err == nil && j >= 0 && j < len(r.jobs) && r.status[j] == stRunning {
+				if j, ok := d.jobOf(a.Key); ok && r.status[j] == stRunning {
 					d.running--
 					r.fail(j, false, "instance lost while the job ran")
 				}
 			case scaler.Failed:
-				if j, err := strconv.Atoi(a.Key); err == nil && j >= 0 && j < len(r.jobs) && r.status[j] == stBooked {
+				if j, ok := d.jobOf(a.Key); ok && r.status[j] == stBooked {
 					r.fail(j, false, "acquire failed: the booking's instance was lost")
 				}
 			case scaler.Heartbeat:

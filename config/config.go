@@ -111,6 +111,8 @@ type Config struct {
 
 	// Autoscaler is the [autoscaler] table.
 	Autoscaler Autoscaler
+	// Cache is the [cache] table (cache.go).
+	Cache Cache
 
 	// Warnings are settings that work but are probably not what was meant.
 	// The daemon should log each one at start.

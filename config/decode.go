@@ -329,6 +329,9 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	if at := root.sub("autoscaler"); at != nil {
 		d.autoscaler(at, &c.Autoscaler)
 	}
+	if ct := root.sub("cache"); ct != nil {
+		d.cache(ct, &c.Cache)
+	}
 	root.finish()
 	return c
 }

@@ -58,7 +58,7 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /api/v1/jobs, /api/v1/instances, /metrics, /healthz", r.Method, r.URL.Path))
 	})
-	return &guard{auth: m.auth, hosts: m.hosts, tokenFile: api.TokenPath(m.cfg.StateDir), next: mux}
+	return &guard{auth: m.auth, hosts: m.hosts, tokenFile: api.TokenPath(m.cfg.StateDir), next: m.withGitLabJobs(mux)}
 }
 
 // serveHTTP serves the API on ln (with TLS when configured) until the

@@ -90,6 +90,8 @@ type Manager struct {
 	tls   *tls.Config
 
 	jobs sync.WaitGroup
+	// glJobs records the GitLab jobs taken, for the job list (gitlabjobs.go).
+	glJobs gitlabJobs
 }
 
 // New opens the state, initialises the provider and the job sources, and
@@ -224,9 +226,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			if err != nil {
 				return nil, fmt.Errorf("source %s: %w", s, err)
 			}
+			cs, err := m.cacheStore()
+			if err != nil {
+				return nil, err
+			}
 			g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
 				CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: opts.Version,
-				BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc}, log)
+				BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs}, log)
 			if err != nil {
 				return nil, fmt.Errorf("source %s: %w", s, err)
 			}
@@ -424,8 +430,12 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 	waiter, _ := src.(jobsource.Waiter)
 	resumer, _ := src.(jobsource.Resumer)
 	idle := time.Second
+	// A long-polling source books polls, not demand: an idle GitLab must
+	// start no instance (docs/semantics.md, "Poll bookings").
+	reserve, promote := m.fleet.Reserve, func(string) error { return nil }
 	if g, ok := src.(*gitlab.Source); ok {
 		idle = g.CheckInterval()
+		reserve, promote = m.fleet.ReservePoll, m.fleet.Promote
 	}
 	for ctx.Err() == nil {
 		if waiter != nil {
@@ -442,7 +452,7 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 		}
 		changed := m.fleet.Changed()
 		key := newKey("job-")
-		if err := m.fleet.Reserve(key); err != nil {
+		if err := reserve(key); err != nil {
 			if !errors.Is(err, scaler.ErrNoCapacity) {
 				m.log.Error("reserve failed", "err", err)
 			} else if waiter != nil {
@@ -472,6 +482,12 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 				}
 			}
 			continue
+		}
+		if _, ok := src.(*gitlab.Source); ok {
+			job = m.glJobs.track(job, time.Now())
+		}
+		if err := promote(key); err != nil {
+			m.log.Error("promote poll booking", "key", key, "err", err)
 		}
 		m.reportQueued(src)
 		m.startJob(jobCtx, key, job)
@@ -741,10 +757,16 @@ func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsourc
 		case <-runCtx.Done():
 		}
 	}()
-	code, err := m.runner.Run(runCtx, acq.Connect, executor.Command{Script: spec.Script, Env: spec.Env, Output: job.Log(), Timeout: timeout})
+	code, err := -1, m.prepare(runCtx, job, acq)
+	prepErr := err
+	if err == nil {
+		code, err = m.runner.Run(runCtx, acq.Connect, executor.Command{Script: spec.Script, Env: spec.Env, Output: job.Log(), Timeout: timeout})
+	}
 	res := jobsource.Result{ExitCode: code}
 	cause := context.Cause(runCtx)
 	switch {
+	case prepErr != nil && runCtx.Err() == nil:
+		res.Failure, res.Message = jobsource.FailureSystem, prepErr.Error()
 	case err == nil && code == 0:
 	case err == nil:
 		res.Failure, res.Message = jobsource.FailureScript, fmt.Sprintf("script exited with code %d", code)
@@ -768,7 +790,7 @@ func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsourc
 			fmt.Fprintf(job.Log(), "\nberth: after_script failed: %v\n", aerr)
 		}
 	}
-	return res
+	return m.collect(ctx, job, acq, res)
 }
 
 var errCanceled = errors.New("job canceled by its source")

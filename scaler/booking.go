@@ -14,7 +14,7 @@ func (s *Scaler) heldInstances() int {
 // Reserve books a slot for key. It fails with a *NoCapacityError when no slot
 // can be guaranteed; the caller must then not take a job.
 func (s *Scaler) Reserve(key string) error {
-	if _, dup := s.res[key]; dup {
+	if s.booked(key) {
 		return fmt.Errorf("reserve %q: %w", key, ErrDuplicateKey)
 	}
 	p := s.policy()
@@ -25,22 +25,49 @@ func (s *Scaler) Reserve(key string) error {
 				"preemptive mode books only idle slots on ready instances; in_use=%d ready=%d", len(s.res), s.byPhase[phaseReady])}
 		}
 	} else {
-		limit := (s.cfg.MaxInstances - s.heldInstances()) * s.cfg.CapacityPerInstance
-		if len(s.res) >= limit {
-			s.refused["max_instances"]++
-			return &NoCapacityError{Reason: "max_instances", Detail: fmt.Sprintf(
-				"in_use=%d limit=%d (max_instances=%d suspended=%d capacity_per_instance=%d)",
-				len(s.res), limit, s.cfg.MaxInstances, s.heldInstances(), s.cfg.CapacityPerInstance)}
+		if err := s.underMax(); err != nil {
+			return err
 		}
 	}
-	r := &reservation{key: key}
-	s.res[key] = r
 	s.granted++
 	if s.queued > 0 {
 		// The booking is for one of the jobs the source reported queued:
 		// count it once, as a booking, until the source reports again.
 		s.queued--
 	}
+	s.addReservation(key)
+	return nil
+}
+
+// underMax refuses a booking in on-demand mode when the bookings and poll
+// bookings already fill max_instances (less instances held by parked
+// environments): every booking must be able to get a slot.
+func (s *Scaler) underMax() error {
+	limit := (s.cfg.MaxInstances - s.heldInstances()) * s.cfg.CapacityPerInstance
+	if len(s.res)+len(s.polls) < limit {
+		return nil
+	}
+	s.refused["max_instances"]++
+	polls := ""
+	if len(s.polls) > 0 {
+		polls = fmt.Sprintf(" polls=%d", len(s.polls))
+	}
+	return &NoCapacityError{Reason: "max_instances", Detail: fmt.Sprintf(
+		"in_use=%d%s limit=%d (max_instances=%d suspended=%d capacity_per_instance=%d)",
+		len(s.res), polls, limit, s.cfg.MaxInstances, s.heldInstances(), s.cfg.CapacityPerInstance)}
+}
+
+// booked reports whether key holds a booking or a poll booking.
+func (s *Scaler) booked(key string) bool {
+	_, dup := s.res[key]
+	return dup || s.polls[key]
+}
+
+// addReservation books a slot for key as demand: an idle slot when there is
+// one, else a place in the queue, and scales up for it.
+func (s *Scaler) addReservation(key string) {
+	r := &reservation{key: key}
+	s.res[key] = r
 	if len(s.free) > 0 {
 		s.bind(r, s.free[len(s.free)-1])
 	} else {
@@ -49,12 +76,15 @@ func (s *Scaler) Reserve(key string) error {
 	// Taking an idle slot lowers the idle pool: refill it in the same decision.
 	s.scaleUp()
 	s.dirty = true
-	return nil
 }
 
 // Unreserve gives a booking back: the job request returned nothing. The slot
 // is idle again. It never creates or deletes an instance by itself.
 func (s *Scaler) Unreserve(key string) error {
+	if s.polls[key] {
+		delete(s.polls, key)
+		return nil
+	}
 	r, ok := s.res[key]
 	if !ok {
 		return fmt.Errorf("unreserve %q: %w", key, ErrUnknownKey)

@@ -163,6 +163,9 @@ type Scaler struct {
 	refused map[string]int
 	granted int  // reservations granted since start, for metrics
 	stopped bool // Shutdown was called: no more scale-up (shutdown.go)
+	// polls holds the bookings of long-polls in flight (poll.go): capacity
+	// a job may need, never demand.
+	polls map[string]bool
 }
 
 // New returns a core with no instances, at time now.
@@ -173,6 +176,7 @@ func New(cfg Config, now time.Time) *Scaler {
 		now:       now,
 		instances: map[string]*instance{},
 		res:       map[string]*reservation{},
+		polls:     map[string]bool{},
 		envs:      map[string]*env{},
 		throttle:  rate.NewLimiter(rate.Limit(cfg.ThrottleLimit), cfg.ThrottleBurst),
 		refused:   map[string]int{},

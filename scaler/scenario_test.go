@@ -105,6 +105,24 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 			}
 			fmt.Fprintf(&b, "%s: booked\n", k)
 		}
+	case "poll":
+		// poll K...: a long-poll books before it asks the source for a job.
+		for _, k := range pos {
+			if err := h.s.ReservePoll(k); err != nil {
+				var nc *scaler.NoCapacityError
+				if errors.As(err, &nc) {
+					h.refused++
+				}
+				fmt.Fprintf(&b, "%s: %v\n", k, err)
+				continue
+			}
+			fmt.Fprintf(&b, "%s: polling\n", k)
+		}
+	case "promote":
+		// promote K...: the poll returned a job; its booking becomes demand.
+		for _, k := range pos {
+			fmt.Fprintf(&b, "%s: %s\n", k, errOr(h.s.Promote(k), "promoted"))
+		}
 	case "jobs":
 		// jobs n=30 prefix=j [every=1s]: n job loops each book first and take
 		// a job (and call Acquire) only when the booking succeeded; with
@@ -377,6 +395,9 @@ func fmtAction(a scaler.Action) string {
 func (h *harness) summary(b *strings.Builder) {
 	c := h.s.Counts()
 	fmt.Fprintf(b, "= in_use=%d total=%d pending=%d", h.s.InUse(), h.s.Total(), c.Pending)
+	if c.Polls > 0 {
+		fmt.Fprintf(b, " polls=%d", c.Polls)
+	}
 	var phases []string
 	for p, n := range c.InstancesByPhase {
 		if n > 0 {

@@ -96,6 +96,7 @@ type world struct {
 	store   []byte
 	jobs    map[string]*job
 	envs    map[string]*parked
+	polls   []string // poll bookings in flight (sim_poll_test.go)
 	seq     int
 	hookErr float64 // probability that the ready hook fails
 	hbErr   float64 // probability of an injected heartbeat failure
@@ -274,6 +275,7 @@ func (w *world) step(i int) {
 	for n := w.rng.IntN(4); n > 0; n-- {
 		w.arrive()
 	}
+	w.pollStep()
 	if w.cfg.CanSuspend && w.rng.IntN(4) == 0 {
 		w.resumeOne()
 	}
@@ -592,6 +594,7 @@ func (w *world) crash(storeLost bool) {
 	}
 	w.s = s
 	w.jobs = map[string]*job{}
+	w.polls = nil // a poll does not survive its process
 	for _, p := range w.envs {
 		p.inUse = "" // its job died; the environment stays parked
 	}

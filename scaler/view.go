@@ -75,12 +75,15 @@ type Counts struct {
 	Environments int
 	// Granted counts reservations granted since start.
 	Granted int
+	// Polls counts poll bookings: long-polls in flight that hold capacity
+	// but are no demand (poll.go).
+	Polls int
 }
 
 // Counts returns the fleet summary. It is O(instances × capacity).
 func (s *Scaler) Counts() Counts {
 	c := Counts{InstancesByPhase: map[string]int{}, Slots: map[string]int{}, Pending: len(s.pending),
-		Refused: map[string]int{}, Environments: len(s.envs), Granted: s.granted}
+		Refused: map[string]int{}, Environments: len(s.envs), Granted: s.granted, Polls: len(s.polls)}
 	for p := phase(0); p < numPhases; p++ {
 		c.InstancesByPhase[p.String()] = s.byPhase[p]
 	}

@@ -135,6 +135,7 @@ policy did over time.`,
 	f.DurationVar(&cfg.AcquireTimeout, "acquire-timeout", def.AcquireTimeout, "how long a taken job may wait for its instance")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the simulated cloud")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", def.PollInterval, "how often the provider is listed (a state change is seen this late)")
+	addBenchPollFlags(f, &cfg)
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&svgFile, "svg", "", "also draw demand, hot, suspended and booting instances and the wait over time into this SVG file")
 	addBenchPoolFlags(f, &cfg, &schedule)

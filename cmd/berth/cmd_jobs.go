@@ -117,6 +117,9 @@ func printJobDetail(w io.Writer, j api.Job, now time.Time) error {
 		state += ", cancel requested"
 	}
 	row("ID", j.ID)
+	if j.Source == "gitlab" {
+		row("Source", "GitLab job "+j.ExternalID)
+	}
 	row("State", state)
 	if j.ExitCode != nil {
 		row("Exit code", fmt.Sprint(*j.ExitCode))

@@ -80,6 +80,9 @@ type Options struct {
 	// FinishAccepts is how many 202 answers a final update gets before the
 	// 200; default 1, negative for none.
 	FinishAccepts int
+	// MaxArtifactSize bounds an artifact upload (413 beyond); default
+	// 100 MiB, GitLab's default.
+	MaxArtifactSize int64
 }
 
 // Variable is a CI/CD variable of a job.
@@ -112,6 +115,13 @@ type JobSpec struct {
 	Variables   []Variable
 	// FailureReasons is features.failure_reasons; nil means DefaultFailureReasons.
 	FailureReasons []string
+	// Artifacts, Cache and Dependencies (job IDs whose artifacts this job
+	// downloads) fill the payload's artifacts, cache and dependencies;
+	// Steps are extra steps after script (artifacts.go).
+	Artifacts    []Artifact
+	Cache        []Cache
+	Dependencies []int64
+	Steps        []Step
 }
 
 // Request is one recorded API call.
@@ -144,6 +154,8 @@ type Fake struct {
 	requestFails []int
 	polls        int // job requests in flight
 	maxPolls     int
+	// artifactFails are statuses injected into the next artifact uploads.
+	artifactFails []int
 }
 
 // New starts a fake GitLab; Close it when done.
@@ -171,6 +183,8 @@ func New(opts Options) *Fake {
 	mux.HandleFunc("POST /api/v4/jobs/request", f.handleRequest)
 	mux.HandleFunc("PATCH /api/v4/jobs/{id}/trace", f.handleTrace)
 	mux.HandleFunc("PUT /api/v4/jobs/{id}", f.handleUpdate)
+	mux.HandleFunc("POST /api/v4/jobs/{id}/artifacts", f.handleUploadArtifacts)
+	mux.HandleFunc("GET /api/v4/jobs/{id}/artifacts", f.handleDownloadArtifacts)
 	f.srv = httptest.NewServer(mux)
 	return f
 }
@@ -621,6 +635,7 @@ type Job struct {
 	losePatches   int
 	corrupt       bool
 	done          chan struct{}
+	uploads       []Uploaded
 }
 
 // ID is the job's ID.
@@ -804,6 +819,10 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 		steps = append(steps, map[string]any{"name": "after_script", "script": s.AfterScript,
 			"timeout": timeout, "when": "always", "allow_failure": true})
 	}
+	for _, st := range s.Steps {
+		steps = append(steps, map[string]any{"name": st.Name, "script": nonNil(st.Script),
+			"timeout": timeout, "when": "on_success", "allow_failure": false})
+	}
 	return map[string]any{
 		"id":              j.id,
 		"token":           j.token,
@@ -818,10 +837,10 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 		"steps":        steps,
 		"image":        nil,
 		"services":     []any{},
-		"artifacts":    nil,
-		"cache":        []any{},
+		"artifacts":    j.artifactsPayload(),
+		"cache":        j.cachePayload(),
 		"credentials":  []any{},
-		"dependencies": []any{},
+		"dependencies": j.dependenciesLocked(),
 		"features":     map[string]any{"trace_sections": true, "failure_reasons": j.failureReasons()},
 	}
 }

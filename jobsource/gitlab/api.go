@@ -37,6 +37,11 @@ type featuresInfo struct {
 	Cancelable            bool `json:"cancelable"`
 	ReturnExitCode        bool `json:"return_exit_code"`
 	CancelGracefully      bool `json:"cancel_gracefully"`
+	// Artifacts and caches (stage.go): archives as zip, reports as gzip,
+	// several per job, with exclude.
+	UploadMultipleArtifacts bool `json:"upload_multiple_artifacts"`
+	UploadRawArtifacts      bool `json:"upload_raw_artifacts"`
+	ArtifactsExclude        bool `json:"artifacts_exclude"`
 }
 
 type versionInfo struct {
@@ -106,6 +111,11 @@ type jobPayload struct {
 	Features  struct {
 		FailureReasons []string `json:"failure_reasons"`
 	} `json:"features"`
+	// Artifacts, Cache and Dependencies are the job's artifacts:, cache:
+	// and the jobs whose artifacts it needs (artifacts.go).
+	Artifacts    []jobArtifact   `json:"artifacts"`
+	Cache        []jobCache      `json:"cache"`
+	Dependencies []jobDependency `json:"dependencies"`
 }
 
 type jobOutput struct {
@@ -210,13 +220,18 @@ func (s *Source) versionInfo() versionInfo {
 			Refspecs:              true,
 			Masking:               true,
 			RawVariablesParameter: true,
-			MultiBuildSteps:       true,
-			TraceReset:            true,
-			TraceChecksum:         true,
-			TraceSize:             true,
-			Cancelable:            true,
-			ReturnExitCode:        true,
-			CancelGracefully:      true,
+			// Not multi_build_steps: berth runs script and after_script
+			// only, so GitLab must not send it release: jobs (stage.go).
+			Artifacts:               true,
+			UploadMultipleArtifacts: true,
+			ArtifactsExclude:        true,
+			Cache:                   true,
+			TraceReset:              true,
+			TraceChecksum:           true,
+			TraceSize:               true,
+			Cancelable:              true,
+			ReturnExitCode:          true,
+			CancelGracefully:        true,
 		},
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/berth-ci/berth/cache"
 )
 
 // Defaults for Config fields left zero. They match gitlab-runner's defaults
@@ -60,6 +62,12 @@ type Config struct {
 	// BuildsDir is where jobs check out sources on the instance; default
 	// $HOME/builds, evaluated on the instance.
 	BuildsDir string
+	// Cache keeps the jobs' cache: archives between instances; nil turns
+	// cache: off (jobs that ask for it are told so in their log).
+	Cache cache.Store
+	// ArtifactRetryDelay is the first pause between artifact upload and
+	// download attempts (default 1s, doubling, as gitlab-runner).
+	ArtifactRetryDelay time.Duration
 	// UpdateInterval is the time between log updates until GitLab asks for
 	// another one with X-GitLab-Trace-Update-Interval.
 	UpdateInterval time.Duration
@@ -92,6 +100,9 @@ func (c Config) withDefaults() (Config, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return c, fmt.Errorf("gitlab source: url %q must be an http(s) URL such as https://gitlab.example.com", c.URL)
+	}
+	if c.ArtifactRetryDelay <= 0 {
+		c.ArtifactRetryDelay = time.Second
 	}
 	// Accept the URL with or without the API suffix, as users paste either.
 	c.URL = strings.TrimSuffix(strings.TrimSuffix(c.URL, "/"), "/api/v4")

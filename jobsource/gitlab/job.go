@@ -44,6 +44,8 @@ type Job struct {
 	lastContact time.Time
 	instance    string
 	cancelState cancelState
+	// dirs holds the builds and project dirs once resolved on the instance (stage.go).
+	dirs [2]string
 }
 
 type cancelState int

@@ -132,8 +132,10 @@ func buildSpec(p *jobPayload, buildsDir, tmpName string) jobsource.Spec {
 	var post strings.Builder
 	post.WriteString(prelude)
 	// after_script runs even when the script failed or was canceled; it also
-	// removes the job's files (file variables hold secrets) whatever happens.
-	post.WriteString(`trap 'cd /; rm -rf "$berth_tmp" "$CI_BUILDS_DIR/` + strconv.FormatInt(p.ID, 10) + `"' EXIT` + "\n")
+	// removes the job's temp files (file variables hold secrets) whatever happens.
+	// The build dir stays for the artifacts and caches Collect takes from
+	// it; Collect removes it (stage.go).
+	post.WriteString(`trap 'cd /; rm -rf "$berth_tmp"' EXIT` + "\n")
 	post.WriteString(`CI_JOB_STATUS=$(cat "$berth_tmp/status" 2>/dev/null || echo canceled); export CI_JOB_STATUS` + "\n")
 	post.WriteString(`cd "$CI_PROJECT_DIR" 2>/dev/null || cd "$berth_tmp"` + "\n")
 	if hasAfter && len(after.Script) > 0 {

@@ -1,0 +1,203 @@
+package gitlab
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-ci/berth/cache"
+	"github.com/berth-ci/berth/internal/gitlabfake"
+	"github.com/berth-ci/berth/jobsource"
+)
+
+// localFiles is jobsource.Files on this machine's sh: the scripts the job
+// sends an instance run here for real.
+type localFiles struct{}
+
+func (localFiles) Stream(ctx context.Context, script string, stdin io.Reader, stdout io.Writer) (int, string, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	if stdin == nil {
+		stdin = bytes.NewReader(nil)
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	var stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), stderr.String(), nil
+	}
+	if err != nil {
+		return -1, stderr.String(), err
+	}
+	return 0, stderr.String(), nil
+}
+
+// runStaged is the manager's flow for a staged job: Prepare, the script
+// (only if Prepare worked), after_script, Collect, Finish.
+func runStaged(t *testing.T, j *Job) (jobsource.Result, string) {
+	t.Helper()
+	ctx := testCtx(t)
+	tmp := t.TempDir()
+	var out bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) { out.Write(p); return j.Log().Write(p) })
+	j.Started("test-instance")
+	res := jobsource.Result{ExitCode: 0}
+	if err := j.Prepare(ctx, localFiles{}); err != nil {
+		res = jobsource.Result{ExitCode: -1, Failure: jobsource.FailureSystem, Message: err.Error()}
+	} else if code, _ := (driver{t: t}).sh(j.Spec().Script, tmp, w, nil, nil); code != 0 {
+		res = jobsource.Result{ExitCode: code, Failure: jobsource.FailureScript}
+	}
+	(driver{t: t}).sh(j.Spec().AfterScript, tmp, w, nil, nil)
+	res = j.Collect(ctx, localFiles{}, res)
+	if err := j.Finish(ctx, res); err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String()
+}
+
+func artifactJob(extra func(*gitlabfake.JobSpec)) gitlabfake.JobSpec {
+	s := gitlabfake.JobSpec{Variables: noGit, Script: []string{"echo script-ran", "mkdir -p out", "echo data > out/file.txt"},
+		Artifacts: []gitlabfake.Artifact{{Paths: []string{"out/"}}}}
+	if extra != nil {
+		extra(&s)
+	}
+	return s
+}
+
+func stagedSource(t *testing.T, f *gitlabfake.Fake, st cache.Store) *Source {
+	return newTestSource(t, f, func(c *Config) { c.ArtifactRetryDelay = 5 * time.Millisecond; c.Cache = st })
+}
+
+func TestArtifactTooLargeFailsWithoutRetry(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{MaxArtifactSize: 10})
+	id := f.AddJob(artifactJob(nil))
+	res, _ := runStaged(t, takeJob(t, stagedSource(t, f, nil)))
+	if res.Failure != jobsource.FailureSystem || !strings.Contains(res.Message, "413") {
+		t.Fatalf("result %+v, want a failure naming the 413", res)
+	}
+	if n := f.Count(gitlabfake.EndpointArtifacts, http.StatusRequestEntityTooLarge); n != 1 {
+		t.Errorf("%d uploads answered 413, want 1 (no retry)", n)
+	}
+	if tr := f.Job(id).Trace(); !strings.Contains(tr, "413 Request Entity Too Large") || f.Job(id).ReportedState() != "failed" {
+		t.Errorf("job %s, trace:\n%s", f.Job(id).ReportedState(), tr)
+	}
+}
+
+func TestArtifactUploadRetriesThenSucceeds(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	f.FailNextArtifactUploads(http.StatusServiceUnavailable, 2)
+	id := f.AddJob(artifactJob(nil))
+	res, _ := runStaged(t, takeJob(t, stagedSource(t, f, nil)))
+	if res.Failure != jobsource.FailureNone {
+		t.Fatalf("result %+v:\n%s", res, f.Job(id).Trace())
+	}
+	if n := len(f.Job(id).Artifacts()); n != 1 {
+		t.Errorf("%d archives stored", n)
+	}
+	if tr := f.Job(id).Trace(); strings.Count(tr, "retrying in") != 2 {
+		t.Errorf("want two retries in the trace:\n%s", tr)
+	}
+}
+
+func TestArtifactUploadForbiddenFails(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	f.FailNextArtifactUploads(http.StatusForbidden, 1)
+	id := f.AddJob(artifactJob(nil))
+	res, _ := runStaged(t, takeJob(t, stagedSource(t, f, nil)))
+	if res.Failure == jobsource.FailureNone || !strings.Contains(res.Message, "403") {
+		t.Fatalf("result %+v", res)
+	}
+	if n := f.Count(gitlabfake.EndpointArtifacts, 0); n != 1 {
+		t.Errorf("%d uploads, want 1 (403 is not retried)", n)
+	}
+	_ = id
+}
+
+func TestEscapingArtifactPathRefusedBeforeTheScript(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	f.AddJob(artifactJob(func(s *gitlabfake.JobSpec) { s.Artifacts[0].Paths = []string{"../../../etc/passwd"} }))
+	res, out := runStaged(t, takeJob(t, stagedSource(t, f, nil)))
+	if res.Failure != jobsource.FailureSystem || !strings.Contains(res.Message, "escapes the build directory") {
+		t.Fatalf("result %+v", res)
+	}
+	if strings.Contains(out, "script-ran") {
+		t.Error("the script ran although its artifacts were refused")
+	}
+	if n := f.Count(gitlabfake.EndpointArtifacts, 0); n != 0 {
+		t.Errorf("%d uploads", n)
+	}
+}
+
+func TestReleaseStepFailsAtOnce(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	f.AddJob(artifactJob(func(s *gitlabfake.JobSpec) {
+		s.Artifacts = nil
+		s.Steps = []gitlabfake.Step{{Name: "release", Script: []string{"release-cli create --tag-name v1"}}}
+	}))
+	res, out := runStaged(t, takeJob(t, stagedSource(t, f, nil)))
+	if res.Failure == jobsource.FailureNone || !strings.Contains(res.Message, `"release" step`) || strings.Contains(out, "script-ran") {
+		t.Fatalf("result %+v, output %q", res, out)
+	}
+}
+
+func TestCorruptCacheIgnored(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	st, err := cache.NewLocal(t.TempDir(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(context.Background(), "project/0/k", strings.NewReader("this is not a zip")); err != nil {
+		t.Fatal(err)
+	}
+	id := f.AddJob(gitlabfake.JobSpec{Variables: noGit, Script: []string{"mkdir -p c", "echo new > c/x"},
+		Cache: []gitlabfake.Cache{{Key: "k", Paths: []string{"c/"}}}})
+	res, _ := runStaged(t, takeJob(t, stagedSource(t, f, st)))
+	tr := f.Job(id).Trace()
+	if res.Failure != jobsource.FailureNone || !strings.Contains(tr, "unusable and is ignored") {
+		t.Fatalf("result %+v, trace:\n%s", res, tr)
+	}
+	// The job saved a sound cache over the corrupt one.
+	rc, err := st.Get(context.Background(), "project/0/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.HasPrefix(b, []byte("PK")) {
+		t.Errorf("cache after the job is %q, want a zip", b[:min(len(b), 20)])
+	}
+}
+
+func TestBuildDirRemovedAfterCollect(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	f.AddJob(artifactJob(nil))
+	s := stagedSource(t, f, nil)
+	j := takeJob(t, s)
+	runStaged(t, j)
+	if _, err := os.Stat(filepath.Join(s.cfg.BuildsDir, j.ID())); !os.IsNotExist(err) {
+		t.Errorf("build dir still there after the job: %v", err)
+	}
+}
+
+func TestFeaturesAdvertisedAreImplemented(t *testing.T) {
+	s := newTestSource(t, newFake(t, gitlabfake.Options{}), nil)
+	ft := s.versionInfo().Features
+	if ft.MultiBuildSteps {
+		t.Error("multi_build_steps advertised, but berth runs script and after_script only")
+	}
+	if !ft.Artifacts || !ft.UploadMultipleArtifacts || !ft.Cache || !ft.ArtifactsExclude {
+		t.Errorf("artifacts/cache not advertised: %+v", ft)
+	}
+	if ft.UploadRawArtifacts {
+		t.Error("raw artifacts advertised, but berth makes zip and gzip only")
+	}
+}
