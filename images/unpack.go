@@ -238,4 +238,3 @@ func safeParent(dir, rel string) (string, error) {
 	}
 	return cur, nil
 }
-
