@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +39,7 @@ type idMaps struct {
 }
 
 // buildInit works out the job's command, user and namespaces.
-func buildInit(spec Spec, im *images.Image, job *jobDir) (initSpec, idMaps, error) {
+func buildInit(spec Spec, im *images.Image, job *jobDir, log io.Writer) (initSpec, idMaps, error) {
 	is := initSpec{
 		Image: spec.Image, Upper: filepath.Join(job.path, "upper"), Work: filepath.Join(job.path, "work"),
 		Root: filepath.Join(job.path, "root"), Binds: spec.Binds, Hostname: spec.Hostname,
@@ -78,7 +79,7 @@ func buildInit(spec Spec, im *images.Image, job *jobDir) (initSpec, idMaps, erro
 	if err != nil {
 		return is, maps, err
 	}
-	is.UID, is.GID, err = imageUser(im, maps)
+	is.UID, is.GID, err = imageUser(im, maps, log)
 	return is, maps, err
 }
 
@@ -144,7 +145,7 @@ func identity(file string) ([]syscall.SysProcIDMap, error) {
 // imageUser resolves the image's User ("name", "uid", "uid:gid") against
 // its /etc/passwd. A user the job's namespace cannot map runs as root
 // there (the job's root has no privilege on the instance).
-func imageUser(im *images.Image, maps idMaps) (int, int, error) {
+func imageUser(im *images.Image, maps idMaps, log io.Writer) (int, int, error) {
 	u := im.Config.User
 	if u == "" {
 		return 0, 0, nil
@@ -166,7 +167,7 @@ func imageUser(im *images.Image, maps idMaps) (int, int, error) {
 		}
 	}
 	if !mapped(maps.uid, uid) || !mapped(maps.gid, gid) {
-		fmt.Fprintf(os.Stderr, "berth: image user %q is not mapped on this instance (single-ID user namespace); running as root of the job's namespace\n", u)
+		fmt.Fprintf(log, "berth: image user %q is not mapped on this instance (single-ID user namespace); running as root of the job's namespace\n", u)
 		return 0, 0, nil
 	}
 	return uid, gid, nil

@@ -159,7 +159,7 @@ func Run(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File) (int, e
 		return -1, setupErr(spec.Image, "runner_system_failure", fmt.Errorf("make the job directory: %w", err))
 	}
 	defer job.remove()
-	is, maps, err := buildInit(spec, im, job)
+	is, maps, err := buildInit(spec, im, job, stderr)
 	if err != nil {
 		return -1, setupErr(spec.Image, "runner_system_failure", err)
 	}

@@ -96,3 +96,16 @@ func TestBadImagesFailTheJobNamingTheImage(t *testing.T) {
 		})
 	}
 }
+
+func TestImageUser(t *testing.T) {
+	ref, host := push(t, "busybox:user", testImage(t, "builder"))
+	code, out, err := runJob(t, jobroot.Spec{Image: ref, Settings: settings(t, host)}, "id -u")
+	if err != nil || code != 0 {
+		t.Fatalf("code %d err %v\n%s", code, err, out)
+	}
+	// As root the job's namespace maps every ID and the image's user runs;
+	// unprivileged only root is mapped and the runner says so.
+	if !strings.Contains(out, "1000") && !strings.Contains(out, "not mapped") {
+		t.Fatalf("job did not run as the image's user, nor said why:\n%s", out)
+	}
+}
