@@ -148,6 +148,14 @@ func Run(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File) (int, e
 		return -1, &SetupError{Image: spec.Image, Reason: "runner_system_failure",
 			Message: "this berth binary has no seccomp filter linked in; jobs in images cannot start"}
 	}
+	if spec.BindWorkdir {
+		wd, err := os.Getwd()
+		if err != nil {
+			return -1, setupErr(spec.Image, "runner_system_failure", err)
+		}
+		spec.Binds = append(spec.Binds, Bind{Source: wd, Target: wd})
+		spec.Dir = wd
+	}
 	start := time.Now()
 	im, err := getImage(ctx, spec, stderr)
 	if err != nil {

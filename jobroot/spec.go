@@ -19,6 +19,10 @@ type Spec struct {
 	Binds []Bind `json:"binds,omitempty"`
 	// Env is added after the image's Env (job variables win).
 	Env []string `json:"env,omitempty"`
+	// BindWorkdir binds the runner's working directory (the instance's job
+	// directory) at the same path in the job's root and starts the job
+	// there, so a job in an image sees the checkout where a plain job does.
+	BindWorkdir bool `json:"bind_workdir,omitempty"`
 	// Dir is the working directory; "" is the image's WorkingDir, or /.
 	Dir string `json:"dir,omitempty"`
 	// Command is the job's command; the image's entrypoint is put before it.
