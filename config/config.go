@@ -102,6 +102,9 @@ type Config struct {
 	// Autoscaler is the [autoscaler] table.
 	Autoscaler Autoscaler
 
+	// Images is the [images] table.
+	Images Images
+
 	// Warnings are settings that work but are probably not what was meant.
 	// The daemon should log each one at start.
 	Warnings []Issue
@@ -237,6 +240,7 @@ func Default() *Config {
 		LogLevel:   DefaultLogLevel,
 		JobTimeout: DefaultJobTimeout,
 		Sources:    []Source{{Kind: SourceQueue}},
+		Images:     Images{PullPolicy: DefaultPullPolicy, CacheSize: DefaultCacheSize},
 		Autoscaler: Autoscaler{
 			Provider:               DefaultProvider,
 			ProviderConfig:         json.RawMessage("{}"),

@@ -325,6 +325,9 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	if at := root.sub("autoscaler"); at != nil {
 		d.autoscaler(at, &c.Autoscaler)
 	}
+	if it := root.sub("images"); it != nil {
+		d.images(it, &c.Images)
+	}
 	root.finish()
 	return c
 }
