@@ -47,11 +47,6 @@ type ImageError struct {
 // Error reads "instance ID: MESSAGE".
 func (e *ImageError) Error() string { return fmt.Sprintf("instance %s: %s", e.Instance, e.Message) }
 
-// jobrootRequest is the global SSH request with which berth's own SSH
-// server (the local provider's sandboxes) says it runs jobs in images
-// itself, so that nothing needs to be installed.
-const jobrootRequest = "jobroot@berth-ci.dev"
-
 // RunInImage runs cmd with img's root file system as its root, through
 // berth's job runner on the instance (package jobroot): the berth binary
 // itself, copied to the instance once and checked by its SHA-256. Outcomes
@@ -106,7 +101,7 @@ func (r *Runner) installRunner(ctx context.Context, ci provider.ConnectInfo) (st
 	if err != nil {
 		return "", err
 	}
-	builtin, _, _ := client.SendRequest(jobrootRequest, true, nil)
+	builtin, _, _ := client.SendRequest(jobroot.BuiltinRequest, true, nil)
 	client.Close()
 	if builtin {
 		installed.Store(key, "berth")

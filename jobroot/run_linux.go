@@ -24,6 +24,15 @@ import (
 // runner the executor starts, "init" the job's init inside its namespaces.
 const modeEnv = "BERTH_JOBROOT"
 
+// cacheEnv, set by a launcher, fixes the cache directory.
+const cacheEnv = "BERTH_JOBROOT_CACHE"
+
+// BuiltinRequest is the global SSH request with which berth's own SSH
+// server (the local provider's sandboxes) says that it starts the job
+// runner itself for the command "BERTH_JOBROOT=run berth", so that nothing
+// needs to be installed.
+const BuiltinRequest = "jobroot@berth-ci.dev"
+
 // ExitSetupFailed is the runner's exit status when the job could not be
 // started (the image or the instance failed); the last line on stderr then
 // starts with ErrorPrefix. 125 is what `docker run` uses for the same.
@@ -132,6 +141,11 @@ func ParseSetupError(tail []byte) *SetupError {
 // CacheDir is where the runner keeps images and job directories when the
 // spec names none.
 func CacheDir(s Settings) string {
+	// A launcher that keeps the cache itself (the local provider's) says
+	// where, whatever the job's settings say.
+	if d := os.Getenv(cacheEnv); d != "" {
+		return d
+	}
 	if s.CacheDir != "" {
 		return s.CacheDir
 	}

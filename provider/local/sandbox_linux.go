@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/jobroot"
 )
 
 // sandboxEnv is the environment marker that turns a re-executed berth
@@ -43,6 +45,8 @@ const (
 //		...
 //	}
 func RunSandboxIfRequested() {
+	jobroot.RunIfRequested()
+	runLauncherIfRequested()
 	if os.Getenv(sandboxEnv) == "" {
 		return
 	}
@@ -127,6 +131,11 @@ func runSandbox(log *slog.Logger) error {
 	jobs, err := newJobNS()
 	if err != nil {
 		return err
+	}
+	if !cfg.Probe {
+		if err := startLauncher(cfg); err != nil {
+			return err
+		}
 	}
 	if err := loadSeccomp(); err != nil {
 		return err
