@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -145,7 +146,7 @@ func (r *testRegistry) pushIndex(t testing.TB, repo string, idx v1.ImageIndex) s
 // openCache is a cache in a temp dir that may use the test registry.
 func (r *testRegistry) openCache(t testing.TB, mod func(*Config)) *Cache {
 	t.Helper()
-	cfg := Config{Dir: t.TempDir(), Insecure: []string{r.host}, Keychain: noKeychain{}}
+	cfg := Config{Dir: t.TempDir(), Insecure: []string{r.host}, Keychain: noKeychain{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if mod != nil {
 		mod(&cfg)
 	}
