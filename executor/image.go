@@ -28,6 +28,8 @@ type ImageJob struct {
 	Credentials []images.Credential
 	// Settings are the group's [images] config.
 	Settings jobroot.Settings
+	// Services are started beside the job (GitLab's services:).
+	Services []jobroot.Service
 }
 
 // ImageError reports that the job could not start in its image: the image
@@ -63,8 +65,8 @@ func (r *Runner) RunInImage(ctx context.Context, ci provider.ConnectInfo, cmd Co
 	}
 	spec := jobroot.Spec{
 		Image: img.Name, Entrypoint: img.Entrypoint, Credentials: img.Credentials, Settings: img.Settings,
-		BindWorkdir: true,
-		Command:     []string{"sh", "-c", `script=$(cat) && exec </dev/null && eval "$script"`},
+		BindWorkdir: true, Services: img.Services,
+		Command: []string{"sh", "-c", `script=$(cat) && exec </dev/null && eval "$script"`},
 	}
 	line, err := json.Marshal(spec)
 	if err != nil {

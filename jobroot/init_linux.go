@@ -48,6 +48,9 @@ func buildInit(spec Spec, im *images.Image, job *jobDir, log io.Writer) (initSpe
 		is.Hostname = "berth-job"
 	}
 	is.Hosts = fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", is.Hostname)
+	if len(spec.Hosts) > 0 {
+		is.Hosts += "127.0.0.1\t" + strings.Join(spec.Hosts, " ") + "\n"
+	}
 	is.Resolv, _ = os.ReadFile("/etc/resolv.conf")
 	for i := len(im.LayerDirs) - 1; i >= 0; i-- {
 		is.LayerDir = filepath.Dir(im.LayerDirs[i])
@@ -68,10 +71,11 @@ func buildInit(spec Spec, im *images.Image, job *jobDir, log io.Writer) (initSpe
 			entry = nil
 		}
 	}
-	is.Argv = append(append([]string{}, entry...), spec.Command...)
-	if len(is.Argv) == 0 {
-		is.Argv = im.Config.Cmd
+	cmd := spec.Command
+	if cmd == nil {
+		cmd = im.Config.Cmd // Docker's rule: the entrypoint gets the image's Cmd
 	}
+	is.Argv = append(append([]string{}, entry...), cmd...)
 	if len(is.Argv) == 0 {
 		return is, idMaps{}, errors.New("nothing to run: no command, entrypoint or image Cmd")
 	}

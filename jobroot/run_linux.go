@@ -171,22 +171,45 @@ func Run(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File) (int, e
 		spec.Dir = wd
 	}
 	start := time.Now()
-	im, err := getImage(ctx, spec, stderr)
+	spec.Hosts = serviceHosts(spec.Services)
+	// Every init starts from this locked thread, so that PDEATHSIG
+	// fires only when the runner itself dies.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	stop, err := startServices(ctx, spec, stderr)
+	defer stop()
 	if err != nil {
 		return -1, err
 	}
-	defer im.Release()
+	p, is, cleanup, err := prepare(ctx, spec, stdin, stdout, stderr)
+	defer cleanup()
+	if err != nil {
+		return -1, err
+	}
+	slog.Debug("job started", "image", spec.Image, "ms", time.Since(start).Milliseconds())
+	return waitInit(p, is)
+}
+
+// prepare makes spec's image ready, builds its job directory and starts its
+// init; cleanup releases the image and removes the directory.
+func prepare(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File) (*os.Process, initSpec, func(), error) {
+	var is initSpec
+	im, err := getImage(ctx, spec, stderr)
+	if err != nil {
+		return nil, is, func() {}, err
+	}
 	job, err := newJobDir(filepath.Join(CacheDir(spec.Settings), "jobs"))
 	if err != nil {
-		return -1, setupErr(spec.Image, "runner_system_failure", fmt.Errorf("make the job directory: %w", err))
+		im.Release()
+		return nil, is, func() {}, setupErr(spec.Image, "runner_system_failure", fmt.Errorf("make the job directory: %w", err))
 	}
-	defer job.remove()
+	cleanup := func() { job.remove(); im.Release() }
 	is, maps, err := buildInit(spec, im, job, stderr)
 	if err != nil {
-		return -1, setupErr(spec.Image, "runner_system_failure", err)
+		return nil, is, cleanup, setupErr(spec.Image, "runner_system_failure", err)
 	}
-	slog.Debug("job root ready", "image", spec.Image, "ms", time.Since(start).Milliseconds())
-	return startInit(is, maps, stdin, stdout, stderr)
+	p, err := startInit(is, maps, stdin, stdout, stderr)
+	return p, is, cleanup, err
 }
 
 func setupErr(image, reason string, err error) *SetupError {
@@ -224,14 +247,12 @@ func getImage(ctx context.Context, spec Spec, log io.Writer) (*images.Image, err
 
 // startInit starts the job's init in its namespaces and waits for it. The
 // OS thread stays locked so that PDEATHSIG fires only when the runner dies.
-func startInit(is initSpec, maps idMaps, stdin, stdout, stderr *os.File) (int, error) {
+func startInit(is initSpec, maps idMaps, stdin, stdout, stderr *os.File) (*os.Process, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	defer pr.Close()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-job-init"}, &os.ProcAttr{
 		Env:   []string{modeEnv + "=init"},
 		Files: []*os.File{stdin, stdout, stderr, pr},
@@ -245,15 +266,23 @@ func startInit(is initSpec, maps idMaps, stdin, stdout, stderr *os.File) (int, e
 	})
 	if err != nil {
 		pw.Close()
-		return -1, setupErr(is.Image, "runner_system_failure", fmt.Errorf("start the job in new namespaces (the instance needs unprivileged user namespaces, or root): %w", err))
+		return nil, setupErr(is.Image, "runner_system_failure", fmt.Errorf("start the job in new namespaces (the instance needs unprivileged user namespaces, or root): %w", err))
 	}
 	err = json.NewEncoder(pw).Encode(is)
 	pw.Close()
-	ps, werr := p.Wait()
-	if werr != nil {
-		return -1, werr
+	if err != nil {
+		p.Kill()
+		p.Wait()
+		return nil, setupErr(is.Image, "runner_system_failure", fmt.Errorf("hand the job its spec: %w", err))
 	}
-	if err != nil && ps.ExitCode() == 0 {
+	return p, nil
+}
+
+// waitInit waits for an init and returns its exit status (128+N for
+// signal N).
+func waitInit(p *os.Process, is initSpec) (int, error) {
+	ps, err := p.Wait()
+	if err != nil {
 		return -1, err
 	}
 	ws := ps.Sys().(syscall.WaitStatus)

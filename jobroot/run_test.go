@@ -2,10 +2,13 @@ package jobroot_test
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-ci/berth/jobroot"
 )
@@ -108,4 +111,34 @@ func TestImageUser(t *testing.T) {
 	if !strings.Contains(out, "1000") && !strings.Contains(out, "not mapped") {
 		t.Fatalf("job did not run as the image's user, nor said why:\n%s", out)
 	}
+}
+
+// TestServiceReachedByAlias starts a web server from an image as a service
+// and reaches it from the job by its alias; the service is gone after the
+// job.
+func TestServiceReachedByAlias(t *testing.T) {
+	ref, host := push(t, "tools/web:1", testImage(t, ""))
+	port := freePort(t)
+	svc := jobroot.Service{Image: ref, Alias: "cache-svc", Entrypoint: []string{"sh", "-c"},
+		Command: []string{"mkdir -p /www && echo pong > /www/index.html && exec httpd -f -p " + port + " -h /www"}}
+	spec := jobroot.Spec{Image: ref, Settings: settings(t, host), Services: []jobroot.Service{svc}}
+	script := `for i in $(seq 1 100); do wget -q -O- http://cache-svc:` + port + `/ 2>/dev/null && break; sleep 0.05; done
+grep cache-svc /etc/hosts; wget -q -O- http://cache-svc:` + port + `/`
+	code, out, err := runJob(t, spec, script)
+	if err != nil || code != 0 || strings.Count(out, "pong") != 2 {
+		t.Fatalf("code %d err %v, want pong twice:\n%s", code, err, out)
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second); err == nil {
+		c.Close()
+		t.Fatal("the service still listens after the job ended")
+	}
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }

@@ -29,6 +29,24 @@ type Spec struct {
 	Command []string `json:"command"`
 	// Hostname is the job's hostname; "" keeps "berth-job".
 	Hostname string `json:"hostname,omitempty"`
+	// Services are started from their images before the job and killed
+	// after it.
+	Services []Service `json:"services,omitempty"`
+	// Hosts are extra names of the instance's loopback address in the
+	// job's /etc/hosts (the services' aliases).
+	Hosts []string `json:"hosts,omitempty"`
+}
+
+// Service is a sibling container of the job, as GitLab's services: entry.
+type Service struct {
+	// Image is the service's image reference.
+	Image string `json:"image"`
+	// Alias is an extra host name for it; the name derived from the image
+	// (GitLab's rule) always works.
+	Alias string `json:"alias,omitempty"`
+	// Command replaces the image's Cmd; Entrypoint its entrypoint.
+	Command    []string `json:"command,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
 }
 
 // Settings are the [images] config of the instance's group.

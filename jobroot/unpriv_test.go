@@ -11,5 +11,5 @@ import (
 // namespace, where the job's root is the only mapped ID.
 func TestUnprivileged(t *testing.T) {
 	sandboxtest.RerunAsNobody(t, "BERTH_JOBROOT_TEST_UNPRIVILEGED", nil, "-test.run",
-		"^(TestJobRunsInTheImageWithAFreshRoot|TestEntrypointOverrideAndExitCode|TestImageUser|TestUnprivileged)$")
+		"^(TestJobRunsInTheImageWithAFreshRoot|TestEntrypointOverrideAndExitCode|TestImageUser|TestServiceReachedByAlias|TestUnprivileged)$")
 }

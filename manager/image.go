@@ -22,17 +22,17 @@ func (m *Manager) runScript(ctx context.Context, ci provider.ConnectInfo, spec j
 		}
 		return m.runner.Run(ctx, ci, cmd)
 	}
-	if len(spec.Services) > 0 {
-		return -1, &executor.ImageError{Instance: ci.ID, Image: spec.Image.Name, Reason: "runner_system_failure",
-			Message: fmt.Sprintf("the job names services (%s), which this berth does not start yet: run the job without services:", serviceNames(spec.Services))}
-	}
 	im := m.cfg.Images
+	var svcs []jobroot.Service
+	for _, s := range spec.Services {
+		svcs = append(svcs, jobroot.Service{Image: s.Name, Alias: s.Alias, Command: s.Command, Entrypoint: s.Entrypoint})
+	}
 	var creds []images.Credential
 	for _, c := range spec.Image.Credentials {
 		creds = append(creds, images.Credential{Registry: c.Registry, Username: c.Username, Password: c.Password})
 	}
 	return m.runner.RunInImage(ctx, ci, cmd, executor.ImageJob{
-		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, Credentials: creds,
+		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, Credentials: creds, Services: svcs,
 		Settings: jobroot.Settings{
 			CacheDir: im.CacheDir, CacheBytes: im.CacheSize, Insecure: im.InsecureRegistries,
 			Allowed: im.AllowedImages, PullPolicy: im.PullPolicy,

@@ -25,7 +25,7 @@ import (
 )
 
 // Applets are the busybox commands Busybox links into /bin.
-var Applets = []string{"sh", "cat", "ls", "echo", "id", "hostname", "mount", "touch", "grep", "test", "pwd", "env", "sleep", "mkdir", "unshare", "true", "false", "rm", "wc", "du"}
+var Applets = []string{"sh", "cat", "ls", "echo", "id", "hostname", "mount", "touch", "grep", "test", "pwd", "env", "sleep", "mkdir", "unshare", "true", "false", "rm", "wc", "du", "httpd", "wget", "nc", "seq"}
 
 // BusyboxLayer is a layer with /bin/busybox from the machine
 // (busybox-static, which .ci/run installs), its applets, an /etc/passwd with
