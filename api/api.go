@@ -71,6 +71,10 @@ type JobRequest struct {
 	Suspend bool `json:"suspend,omitempty"`
 	// Resume runs the job on the parked environment with this key.
 	Resume string `json:"resume,omitempty"`
+	// Image, when set, is the job's root file system (see Image).
+	Image *Image `json:"image,omitempty"`
+	// Services are sibling containers the job reaches by alias.
+	Services []Service `json:"services,omitempty"`
 }
 
 // Job is a job as the API reports it. Env values are not echoed back because
@@ -100,6 +104,9 @@ type Job struct {
 	// Suspend and Resume echo the request.
 	Suspend bool   `json:"suspend,omitempty"`
 	Resume  string `json:"resume,omitempty"`
+	// Image and Services echo the request.
+	Image    *Image    `json:"image,omitempty"`
+	Services []Service `json:"services,omitempty"`
 	// CreatedAt is when the job was submitted, StartedAt when it was handed
 	// to the manager, FinishedAt when it ended.
 	CreatedAt  time.Time  `json:"created_at"`

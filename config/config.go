@@ -114,6 +114,9 @@ type Config struct {
 	// Cache is the [cache] table (cache.go).
 	Cache Cache
 
+	// Images is the [images] table.
+	Images Images
+
 	// Warnings are settings that work but are probably not what was meant.
 	// The daemon should log each one at start.
 	Warnings []Issue
@@ -276,6 +279,7 @@ func Default() *Config {
 		JobTimeout:      DefaultJobTimeout,
 		ShutdownTimeout: DefaultShutdownTimeout,
 		Sources:         []Source{{Kind: SourceQueue}},
+		Images:          Images{PullPolicy: DefaultPullPolicy, CacheSize: DefaultCacheSize},
 		Autoscaler: Autoscaler{
 			Provider:               DefaultProvider,
 			ProviderConfig:         json.RawMessage("{}"),

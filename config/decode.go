@@ -332,6 +332,9 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	if ct := root.sub("cache"); ct != nil {
 		d.cache(ct, &c.Cache)
 	}
+	if it := root.sub("images"); it != nil {
+		d.images(it, &c.Images)
+	}
 	root.finish()
 	return c
 }

@@ -127,6 +127,11 @@ type Command struct {
 	// Timeout kills the command after this long, counted from the start of
 	// Run (the connection time counts); 0 means only ctx bounds it.
 	Timeout time.Duration
+
+	// remote replaces the fixed wrapper command and stdin, when set,
+	// replaces the script input (see image.go).
+	remote string
+	stdin  io.Reader
 }
 
 // Defaults used by a zero Runner (see the Runner fields of the same names).
@@ -219,7 +224,11 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 	sess.Stdout = out
 	sess.Stderr = out
 	sess.Stdin = strings.NewReader(input)
-	if err := sess.Start(wrapperCommand); err != nil {
+	remote := wrapperCommand
+	if cmd.remote != "" {
+		remote, sess.Stdin = cmd.remote, cmd.stdin
+	}
+	if err := sess.Start(remote); err != nil {
 		return -1, &SystemError{Instance: ci.ID, Op: "start script", Err: err}
 	}
 

@@ -36,6 +36,9 @@ const (
 	FailureTimeout FailureKind = "timeout"
 	// FailureCanceled: the job was canceled.
 	FailureCanceled FailureKind = "canceled"
+	// FailureImagePull: the job's image could not be pulled (missing,
+	// unauthorised, disallowed, corrupt, no linux/amd64).
+	FailureImagePull FailureKind = "image_pull_failure"
 )
 
 // Spec is what to run.
@@ -52,6 +55,10 @@ type Spec struct {
 	Suspend bool
 	// ResumeKey, when set, runs the job on that suspended environment.
 	ResumeKey string
+	// Image, when set, is the job's root file system (see Image).
+	Image *Image
+	// Services are sibling containers started before the script.
+	Services []Service
 }
 
 // Result is how a job ended.

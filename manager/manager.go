@@ -760,14 +760,17 @@ func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsourc
 	code, err := -1, m.prepare(runCtx, job, acq)
 	prepErr := err
 	if err == nil {
-		code, err = m.runner.Run(runCtx, acq.Connect, executor.Command{Script: spec.Script, Env: spec.Env, Output: job.Log(), Timeout: timeout})
+		code, err = m.runScript(runCtx, acq.Connect, spec, executor.Command{Script: spec.Script, Env: spec.Env, Output: job.Log(), Timeout: timeout})
 	}
 	res := jobsource.Result{ExitCode: code}
 	cause := context.Cause(runCtx)
+	imageKind, imageMsg, imageErr := imageFailure(err)
 	switch {
 	case prepErr != nil && runCtx.Err() == nil:
 		res.Failure, res.Message = jobsource.FailureSystem, prepErr.Error()
 	case err == nil && code == 0:
+	case imageErr:
+		res.ExitCode, res.Failure, res.Message = -1, imageKind, imageMsg
 	case err == nil:
 		res.Failure, res.Message = jobsource.FailureScript, fmt.Sprintf("script exited with code %d", code)
 	case errors.Is(cause, errCanceled):
@@ -784,7 +787,7 @@ func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsourc
 	}
 	if spec.AfterScript != "" && (res.Failure != jobsource.FailureCanceled || graceful.Load()) && res.Failure != jobsource.FailureSystem {
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-		_, aerr := m.runner.Run(actx, acq.Connect, executor.Command{Script: spec.AfterScript, Env: spec.Env, Output: job.Log()})
+		_, aerr := m.runScript(actx, acq.Connect, spec, executor.Command{Script: spec.AfterScript, Env: spec.Env, Output: job.Log()})
 		acancel()
 		if aerr != nil {
 			fmt.Fprintf(job.Log(), "\nberth: after_script failed: %v\n", aerr)

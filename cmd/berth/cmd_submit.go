@@ -22,6 +22,8 @@ func newSubmitCmd() *cobra.Command {
 		suspend bool
 		resume  string
 		asJSON  bool
+		image   string
+		svcs    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "submit [flags] -- SCRIPT",
@@ -37,12 +39,16 @@ exit code; a job that failed without one (lost instance, timeout, cancel)
 exits 1 with the reason on stderr.
 
 --env NAME=VALUE sets a variable; --env NAME passes NAME's value from berth's
-own environment, which keeps secrets out of shell history.`,
+own environment, which keeps secrets out of shell history.
+
+--image REF runs the script with that image as its root file system (GitLab's
+image:), --service REF[=ALIAS] starts a sibling container (services:).`,
 		Example: `  berth submit -- 'make test'
   berth submit --wait --timeout 20m --env GOFLAGS=-race -- 'go test ./...'
   berth submit --wait --suspend -- 'make deps'      # prints "environment key: KEY" on stderr
   berth submit --wait --resume KEY -- 'make test'   # runs on that environment
-  berth submit - < ci.sh`,
+  berth submit - < ci.sh
+  berth submit --wait --image golang:1.22 -- 'go version'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			script := strings.Join(args, " ")
@@ -61,6 +67,7 @@ own environment, which keeps secrets out of shell history.`,
 				return err
 			}
 			req := api.JobRequest{Script: script, Env: env, Timeout: timeout, Suspend: suspend, Resume: resume}
+			req.Image, req.Services = imageFlags(image, svcs)
 			ctx, stop := interruptContext(cmd)
 			defer stop()
 			c, err := conn.client()
@@ -95,6 +102,8 @@ own environment, which keeps secrets out of shell history.`,
 	f.StringArrayVar(&envs, "env", nil, "set NAME=VALUE for the script, or pass NAME from this environment (repeatable)")
 	f.BoolVar(&suspend, "suspend", false, "park the job's environment when it ends and report its key")
 	f.StringVar(&resume, "resume", "", "run on the parked environment with this key")
+	f.StringVar(&image, "image", "", "run the script in this OCI image (e.g. golang:1.22, registry:5000/team/app@sha256:...)")
+	f.StringArrayVar(&svcs, "service", nil, "start a service container from REF[=ALIAS] beside the job (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait: the final job on stdout, the log on stderr)")
 	return cmd
 }

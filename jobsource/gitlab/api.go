@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-ci/berth/api"
 )
 
 // The JSON shapes below mirror GitLab's runner API v4 (served by
@@ -108,7 +110,12 @@ type jobPayload struct {
 	} `json:"runner_info"`
 	Variables []jobVariable `json:"variables"`
 	Steps     []jobStep     `json:"steps"`
-	Features  struct {
+	// Image, Services and Credentials are GitLab's image:, services: and
+	// the registry logins it hands the runner (see image.go).
+	Image       *api.Image      `json:"image,omitempty"`
+	Services    []api.Service   `json:"services,omitempty"`
+	Credentials []jobCredential `json:"credentials,omitempty"`
+	Features    struct {
 		FailureReasons []string `json:"failure_reasons"`
 	} `json:"features"`
 	// Artifacts, Cache and Dependencies are the job's artifacts:, cache:
@@ -217,6 +224,7 @@ func (s *Source) versionInfo() versionInfo {
 		Shell:        "bash",
 		Features: featuresInfo{
 			Variables:             true,
+			Image:                 true,
 			Refspecs:              true,
 			Masking:               true,
 			RawVariablesParameter: true,

@@ -16,6 +16,7 @@ const (
 	reasonExternalDependency = "runner_external_dependency_failure"
 	reasonInterrupted        = "runner_interrupted"
 	reasonCanceled           = "job_canceled"
+	reasonImagePull          = "image_pull_failure"
 )
 
 // baseReasons are understood by every GitLab version, so they are used when
@@ -30,6 +31,7 @@ var fallbacks = map[string]string{
 	reasonExternalDependency: reasonSystem,
 	reasonInterrupted:        reasonUnknown,
 	reasonCanceled:           reasonUnknown,
+	reasonImagePull:          reasonSystem,
 	reasonScript:             reasonUnknown,
 	reasonSystem:             reasonUnknown,
 	reasonTimeout:            reasonUnknown,
@@ -46,6 +48,8 @@ func failureReason(kind jobsource.FailureKind) string {
 		return reasonSystem
 	case jobsource.FailureTimeout:
 		return reasonTimeout
+	case jobsource.FailureImagePull:
+		return reasonImagePull
 	case jobsource.FailureCanceled:
 		// GitLab already knows the job is canceled; the final state only
 		// closes it, so a reason it may not list is fine to fall back from.

@@ -143,11 +143,13 @@ func buildSpec(p *jobPayload, buildsDir, tmpName string) jobsource.Spec {
 		writeCommands(&post, after.Script)
 	}
 
-	return jobsource.Spec{
+	spec := jobsource.Spec{
 		Script:      launcher(tmpName, main.String()),
 		AfterScript: launcher(tmpName, post.String()),
 		Timeout:     timeout,
 	}
+	spec.Image, spec.Services = payloadImage(p)
+	return spec
 }
 
 // gitStrategyNone honours GIT_STRATEGY=none: the job needs no sources.

@@ -319,7 +319,7 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 		rec.EnvNames = append(rec.EnvNames, k)
 	}
 	sort.Strings(rec.EnvNames)
-	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env}
+	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env, Image: req.Image, Services: req.Services}
 	err := q.update(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket(bucketJobs)
 		seq, err := jobs.NextSequence()
@@ -718,6 +718,8 @@ type script struct {
 	Script      string            `json:"script"`
 	AfterScript string            `json:"after_script,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
+	Image       *api.Image        `json:"image,omitempty"`
+	Services    []api.Service     `json:"services,omitempty"`
 }
 
 // record is a job's state as stored in bbolt (bucket "jobs").
@@ -765,6 +767,7 @@ func (r *record) apiJob(sc *script) api.Job {
 	if sc != nil {
 		j.Script = sc.Script
 		j.AfterScript = sc.AfterScript
+		j.Image, j.Services = sc.Image, sc.Services
 	}
 	return j
 }
@@ -780,6 +783,7 @@ func (r *record) spec(sc *script) jobsource.Spec {
 	}
 	s.Script = sc.Script
 	s.AfterScript = sc.AfterScript
+	s.Image, s.Services = specImage(sc.Image, sc.Services)
 	names := make([]string, 0, len(sc.Env))
 	for k := range sc.Env {
 		names = append(names, k)

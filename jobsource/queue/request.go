@@ -149,6 +149,10 @@ func Validate(req api.JobRequest) (jobsource.Spec, error) {
 	spec.Timeout = timeout
 	spec.Suspend = req.Suspend
 	spec.ResumeKey = req.Resume
+	if err := validImages(req.Image, req.Services); err != nil {
+		return jobsource.Spec{}, err
+	}
+	spec.Image, spec.Services = specImage(req.Image, req.Services)
 	return spec, nil
 }
 

@@ -99,7 +99,7 @@ var wiped = []struct {
 func recycle(hostname string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := unix.Kill(-1, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		if err := killJobs(); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("kill job processes: %w", err)
 		}
 		n, err := otherProcesses()
@@ -142,7 +142,7 @@ func otherProcesses() (int, error) {
 	n := 0
 	for _, e := range entries {
 		name := e.Name()
-		if name == "1" || name == "" || name[0] < '0' || name[0] > '9' {
+		if name == "1" || name == "" || name[0] < '0' || name[0] > '9' || isLauncher(name) {
 			continue
 		}
 		n++

@@ -224,7 +224,7 @@ func (p *Provider) probe(ctx context.Context) error {
 		return err
 	}
 	defer removeAll(dir)
-	for _, d := range []string{diskDir, tmpDir} {
+	for _, d := range instanceDirs {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (p *Provider) chownInstance(dir string) error {
 	if !p.asRoot {
 		return nil
 	}
-	for _, d := range []string{diskDir, tmpDir} {
+	for _, d := range instanceDirs {
 		if err := os.Chown(filepath.Join(dir, d), p.uids.Base, p.gids.Base); err != nil {
 			return fmt.Errorf("give %s to the sandbox's uid %d: %w", d, p.uids.Base, err)
 		}
@@ -292,6 +292,9 @@ func (p *Provider) chownInstance(dir string) error {
 // the disk and tmp directories as O_PATH descriptors. The new process gets
 // its own session so that it outlives berth.
 func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxConfig) (*exec.Cmd, error) {
+	if err := p.ensureImagesDir(dir); err != nil {
+		return nil, err
+	}
 	var files []*os.File
 	fail := func(err error) (*exec.Cmd, error) {
 		for _, f := range files {
@@ -341,7 +344,7 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 		files = append(files, f)
 		extra = append(extra, f)
 	}
-	for _, name := range []string{diskDir, tmpDir} {
+	for _, name := range instanceDirs {
 		// As root, the sandbox's uid may not reach the instance
 		// directory, and a descriptor of the host's mount namespace
 		// cannot be bound in another; a detached copy of the mount
@@ -451,7 +454,7 @@ func (p *Provider) create() error {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fail(err)
 	}
-	for _, d := range []string{diskDir, tmpDir} {
+	for _, d := range instanceDirs {
 		if err := os.Mkdir(filepath.Join(tmp, d), 0o755); err != nil {
 			return fail(err)
 		}

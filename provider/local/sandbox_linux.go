@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-ci/berth/internal/logging"
+	"github.com/berth-ci/berth/jobroot"
 )
 
 // sandboxEnv is the environment marker that turns a re-executed berth
@@ -45,6 +46,8 @@ const (
 //		...
 //	}
 func RunSandboxIfRequested() {
+	jobroot.RunIfRequested()
+	runLauncherIfRequested()
 	if os.Getenv(sandboxEnv) == "" {
 		return
 	}
@@ -129,6 +132,11 @@ func runSandbox(log *slog.Logger) error {
 	jobs, err := newJobNS()
 	if err != nil {
 		return err
+	}
+	if !cfg.Probe {
+		if err := startLauncher(cfg); err != nil {
+			return err
+		}
 	}
 	if err := loadSeccomp(); err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/jobroot"
 )
 
 // sshd is the sandbox's SSH server: sessions with env, exec and shell
@@ -72,6 +74,10 @@ func (s *sshd) conn(c net.Conn) {
 // ssh.DiscardRequests would.
 func (s *sshd) globalRequests(reqs <-chan *ssh.Request) {
 	for req := range reqs {
+		if req.Type == jobroot.BuiltinRequest {
+			req.Reply(launcherSock != nil, nil)
+			continue
+		}
 		if req.Type != recycleRequest {
 			if req.WantReply {
 				req.Reply(false, nil)
@@ -137,7 +143,11 @@ func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				}
 				argv = []string{"sh", "-c", cmd.Command}
 			}
-			pid, done, err := s.start(ch, argv, env)
+			start := s.start
+			if isRunnerCommand(argv) {
+				start = s.startRunner // a job in an image (jobroot_linux.go)
+			}
+			pid, done, err := start(ch, argv, env)
 			if err != nil {
 				s.log.Warn("start command", "err", err)
 				fmtErr := "berth sandbox: cannot start command: " + err.Error() + "\n"

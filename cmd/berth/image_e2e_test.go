@@ -1,0 +1,31 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/berth-ci/berth/internal/imagetest"
+)
+
+// TestSubmitWithImage is the user's path: `berth submit --image` runs the
+// script in that image on a local instance; a missing image fails the job
+// with image_pull_failure and a message naming the image.
+func TestSubmitWithImage(t *testing.T) {
+	host := imagetest.Registry(t)
+	ref := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
+	d := newDaemon(t, fmt.Sprintf("[autoscaler.provider_config]\nnetwork = \"host\"\n\n[images]\ninsecure_registries = [%q]\n", host))
+	out, errOut, code := d.berth("submit", "--wait", "--image", ref, "--", "cat /etc/os-release; echo var=$IMAGE_VAR")
+	if code != 0 || !strings.Contains(out, "NAME=berth-test-image") || !strings.Contains(out, "var=from-image") {
+		t.Fatalf("submit --image exited %d:\n%s\n%s", code, out, errOut)
+	}
+	missing := host + "/nothing:1"
+	out, errOut, code = d.berth("submit", "--wait", "--image", missing, "--", "true")
+	if code == 0 || !strings.Contains(errOut+out, missing) {
+		t.Fatalf("missing image: exit %d, want a failure naming %s:\n%s\n%s", code, missing, out, errOut)
+	}
+	jobs, _, _ := d.berth("jobs", "--json")
+	if !strings.Contains(jobs, "image_pull_failure") {
+		t.Errorf("the job list does not show image_pull_failure:\n%s", jobs)
+	}
+}

@@ -1,0 +1,29 @@
+package jobsource
+
+// Image is the image a job runs in.
+type Image struct {
+	// Name is the image reference as the job wrote it.
+	Name string
+	// Entrypoint overrides the image's entrypoint; [""] clears it.
+	Entrypoint []string
+	// Credentials are registry logins that came with the job.
+	Credentials []RegistryCredential
+}
+
+// RegistryCredential is a registry login (GitLab sends the job's own).
+type RegistryCredential struct {
+	// Registry is host[:port] as in image names.
+	Registry string
+	// Username and Password are the login.
+	Username, Password string
+}
+
+// Service is a sibling container of the job, GitLab's `services:` entry.
+type Service struct {
+	// Name is the service's image.
+	Name string
+	// Alias is an extra host name for it.
+	Alias string
+	// Command and Entrypoint override the image's.
+	Command, Entrypoint []string
+}

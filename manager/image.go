@@ -1,0 +1,61 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/berth-ci/berth/executor"
+	"github.com/berth-ci/berth/images"
+	"github.com/berth-ci/berth/jobroot"
+	"github.com/berth-ci/berth/jobsource"
+	"github.com/berth-ci/berth/provider"
+)
+
+// runScript runs one script of a job: in the job's image through berth's
+// job runner on the instance when the job names one, as a plain command
+// otherwise.
+func (m *Manager) runScript(ctx context.Context, ci provider.ConnectInfo, spec jobsource.Spec, cmd executor.Command) (int, error) {
+	if spec.Image == nil {
+		if len(spec.Services) > 0 {
+			return -1, fmt.Errorf("the job names services (%s) but no image: services run only for jobs with an image", serviceNames(spec.Services))
+		}
+		return m.runner.Run(ctx, ci, cmd)
+	}
+	im := m.cfg.Images
+	var svcs []jobroot.Service
+	for _, s := range spec.Services {
+		svcs = append(svcs, jobroot.Service{Image: s.Name, Alias: s.Alias, Command: s.Command, Entrypoint: s.Entrypoint})
+	}
+	var creds []images.Credential
+	for _, c := range spec.Image.Credentials {
+		creds = append(creds, images.Credential{Registry: c.Registry, Username: c.Username, Password: c.Password})
+	}
+	return m.runner.RunInImage(ctx, ci, cmd, executor.ImageJob{
+		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, Credentials: creds, Services: svcs,
+		Settings: jobroot.Settings{
+			CacheDir: im.CacheDir, CacheBytes: im.CacheSize, Insecure: im.InsecureRegistries,
+			Allowed: im.AllowedImages, PullPolicy: im.PullPolicy,
+		},
+	})
+}
+
+func serviceNames(s []jobsource.Service) string {
+	var names []string
+	for _, x := range s {
+		names = append(names, x.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// imageFailure maps a job that could not start in its image.
+func imageFailure(err error) (jobsource.FailureKind, string, bool) {
+	ie, ok := executor.IsImageError(err)
+	if !ok {
+		return "", "", false
+	}
+	if ie.Reason == "image_pull_failure" {
+		return jobsource.FailureImagePull, ie.Message, true
+	}
+	return jobsource.FailureSystem, ie.Message, true
+}

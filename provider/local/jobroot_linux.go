@@ -1,0 +1,363 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/jobroot"
+)
+
+// Jobs in images get the sandbox's own seccomp filter and no_new_privs
+// before their command starts, so they end up under the same restrictions
+// as plain jobs.
+func init() { jobroot.Harden = loadSeccomp }
+
+// Jobs in images need mounts (an overlay root per job), which the sandbox's
+// seccomp filter denies to PID 1 and everything it starts. So before PID 1
+// loads the filter it starts the launcher: a copy of itself, in a mount
+// namespace of its own, that holds the instance's image cache and starts
+// berth's job runner (package jobroot) for the SSH sessions that ask for
+// it. The runner builds the job's root and applies the same filter to the
+// job before its command runs. The launcher is reachable only through a
+// socket pair PID 1 holds; jobs cannot reach it, its memory (not dumpable,
+// ptrace denied) or the image cache (mounted in the launcher's namespace
+// only), and recycling spares it.
+const (
+	// imagesDir is the instance's image cache directory.
+	imagesDir = "images"
+	// imagesFD is the image cache directory a sandbox inherits (after
+	// diskFD and tmpFD: command hands instanceDirs over in order).
+	imagesFD = 9
+	// launcherEnv marks the re-executed binary as the launcher; its value
+	// is "detached" when the cache arrives as a detached mount.
+	launcherEnv = "BERTH_LOCAL_LAUNCHER"
+	// launcherCache is where the launcher mounts the image cache, in its
+	// own mount namespace (it covers the instance's /tmp there only).
+	launcherCache = "/tmp"
+)
+
+// instanceDirs are the directories of an instance a sandbox is given.
+var instanceDirs = []string{diskDir, tmpDir, imagesDir}
+
+// launcherPID is the sandbox's launcher, spared by recycle; 0 when none.
+var launcherPID atomic.Int32
+
+// launcherSock is PID 1's end of the socket pair to the launcher.
+var launcherSock *os.File
+
+// startLauncher starts the launcher; PID 1 calls it before loading seccomp.
+func startLauncher(cfg sandboxConfig) error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("launcher socket pair: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "launcher"), os.NewFile(uintptr(fds[1]), "launcher-child")
+	defer theirs.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	cache := os.NewFile(imagesFD, "images")
+	defer cache.Close()
+	mode := "bind"
+	if cfg.DetachedMounts {
+		mode = "detached"
+	}
+	p, err := os.StartProcess("/proc/self/exe", []string{"berth-launcher", cfg.ID}, &os.ProcAttr{
+		Env:   []string{launcherEnv + "=" + mode, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Files: []*os.File{null, os.Stderr, os.Stderr, theirs, cache},
+		Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS},
+	})
+	if err != nil {
+		ours.Close()
+		return fmt.Errorf("start the image launcher: %w", err)
+	}
+	launcherPID.Store(int32(p.Pid))
+	p.Release()
+	launcherSock = ours
+	return nil
+}
+
+// runLauncherIfRequested runs the launcher when this process is one.
+func runLauncherIfRequested() {
+	mode := os.Getenv(launcherEnv)
+	if mode == "" {
+		return
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := runLauncher(mode); err != nil {
+		log.Error("image launcher failed", "err", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func runLauncher(mode string) error {
+	signal.Ignore(fatalSignals...)
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	var err error
+	if mode == "detached" {
+		err = unix.MoveMount(4, "", unix.AT_FDCWD, launcherCache, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	} else {
+		err = unix.Mount("/proc/self/fd/4", launcherCache, "", unix.MS_BIND, "")
+	}
+	if err != nil {
+		return fmt.Errorf("mount the image cache: %w", err)
+	}
+	unix.Close(4)
+	for {
+		env, files, err := receiveRequest(3)
+		if err != nil {
+			return err
+		}
+		if files == nil {
+			return nil // PID 1 is gone
+		}
+		go serveRunner(env, files)
+	}
+}
+
+// launchRequest is PID 1's request to start the runner for one session.
+type launchRequest struct {
+	Env []string `json:"env"`
+}
+
+// launchReply is the launcher's answer: the runner's PID, then its status.
+type launchReply struct {
+	PID    int    `json:"pid,omitempty"`
+	Status uint32 `json:"status"`
+	Err    string `json:"err,omitempty"`
+}
+
+// receiveRequest reads one request with its four descriptors (stdin,
+// stdout, stderr, the reply socket); files is nil at EOF.
+func receiveRequest(fd int) ([]string, []*os.File, error) {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, nil, fmt.Errorf("receive a launch request: %w", err)
+	}
+	if n == 0 && oobn == 0 {
+		return nil, nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, nil, fmt.Errorf("launch request without descriptors")
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 4 {
+		for _, f := range fds {
+			unix.Close(f)
+		}
+		return nil, nil, fmt.Errorf("launch request with %d descriptors, want 4", len(fds))
+	}
+	var req launchRequest
+	if err := json.Unmarshal(buf[:n], &req); err != nil {
+		return nil, nil, err
+	}
+	files := make([]*os.File, 4)
+	for i, f := range fds {
+		files[i] = os.NewFile(uintptr(f), "fd"+strconv.Itoa(i))
+	}
+	return req.Env, files, nil
+}
+
+// serveRunner starts berth's job runner with the session's stdio and
+// reports its PID and exit status.
+func serveRunner(env []string, files []*os.File) {
+	reply := files[3]
+	defer reply.Close()
+	var clean []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "BERTH_") {
+			clean = append(clean, kv)
+		}
+	}
+	clean = append(clean, "BERTH_JOBROOT=run", "BERTH_JOBROOT_CACHE="+launcherCache)
+	p, err := os.StartProcess("/proc/self/exe", []string{"berth-jobroot"}, &os.ProcAttr{
+		Dir: "/berth", Env: clean, Files: files[:3], Sys: &syscall.SysProcAttr{Setpgid: true},
+	})
+	for _, f := range files[:3] {
+		f.Close()
+	}
+	if err != nil {
+		b, _ := json.Marshal(launchReply{Err: err.Error()})
+		reply.Write(b)
+		return
+	}
+	b, _ := json.Marshal(launchReply{PID: p.Pid})
+	reply.Write(b)
+	ps, err := p.Wait()
+	status := uint32(255 << 8)
+	if err == nil {
+		status = uint32(ps.Sys().(syscall.WaitStatus))
+	}
+	b, _ = json.Marshal(launchReply{Status: status})
+	reply.Write(b)
+}
+
+// isRunnerCommand tells the executor's runner invocation from any other
+// command: such sessions go to the launcher instead of a shell.
+func isRunnerCommand(argv []string) bool {
+	return len(argv) == 3 && argv[2] == "BERTH_JOBROOT=run berth"
+}
+
+// startRunner has the launcher start the job runner with the channel as
+// its stdio; it stands in for sshd.start.
+func (s *sshd) startRunner(ch ssh.Channel, _, env []string) (int, <-chan unix.WaitStatus, error) {
+	if launcherSock == nil {
+		return 0, nil, errors.New("this sandbox has no image launcher")
+	}
+	stdio, local, err := channelPipes(ch)
+	if err != nil {
+		return 0, nil, err
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		closeAll(stdio)
+		closeAll(local)
+		return 0, nil, err
+	}
+	b, _ := json.Marshal(launchRequest{Env: env})
+	rights := unix.UnixRights(int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd()), pair[1])
+	err = unix.Sendmsg(int(launcherSock.Fd()), b, rights, nil, 0)
+	closeAll(stdio)
+	unix.Close(pair[1])
+	reply := os.NewFile(uintptr(pair[0]), "launch-reply")
+	var first launchReply
+	if err == nil {
+		err = readReply(reply, &first)
+	}
+	if err == nil && first.Err != "" {
+		err = errors.New(first.Err)
+	}
+	if err != nil {
+		reply.Close()
+		closeAll(local)
+		return 0, nil, fmt.Errorf("start the job runner: %w", err)
+	}
+	done := make(chan unix.WaitStatus, 1)
+	copied := copyChannel(ch, local)
+	go func() {
+		var last launchReply
+		if readReply(reply, &last) != nil {
+			last.Status = 255 << 8
+		}
+		reply.Close()
+		<-copied
+		done <- unix.WaitStatus(last.Status)
+	}()
+	return first.PID, done, nil
+}
+
+func readReply(f *os.File, r *launchReply) error {
+	buf := make([]byte, 4096)
+	n, err := f.Read(buf)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(buf[:n], r)
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// killJobs kills every process of the sandbox but PID 1 and the launcher.
+func killJobs() error {
+	spare := launcherPID.Load()
+	if spare == 0 {
+		return unix.Kill(-1, unix.SIGKILL)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == 1 || int32(pid) == spare {
+			continue
+		}
+		unix.Kill(pid, unix.SIGKILL)
+	}
+	return nil
+}
+
+// isLauncher says whether a /proc entry is the launcher.
+func isLauncher(name string) bool {
+	spare := launcherPID.Load()
+	return spare != 0 && name == strconv.Itoa(int(spare))
+}
+
+type sshChannel = ssh.Channel
+
+// channelPipes makes a command's three pipes: stdio are the ends the
+// command gets, local the ends copied to and from the channel.
+func channelPipes(ch sshChannel) (stdio, local []*os.File, err error) {
+	for i := 0; i < 3; i++ {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(stdio)
+			closeAll(local)
+			return nil, nil, err
+		}
+		if i == 0 {
+			stdio, local = append(stdio, r), append(local, w)
+		} else {
+			stdio, local = append(stdio, w), append(local, r)
+		}
+	}
+	return stdio, local, nil
+}
+
+// copyChannel copies the channel to the command's stdin and its output to
+// the channel; the returned channel closes once all output is copied.
+func copyChannel(ch sshChannel, local []*os.File) <-chan struct{} {
+	go func() {
+		io.Copy(local[0], ch)
+		local[0].Close()
+	}()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { io.Copy(ch, local[1]); local[1].Close(); wg.Done() }()
+	go func() { io.Copy(ch.Stderr(), local[2]); local[2].Close(); wg.Done() }()
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// ensureImagesDir creates the image cache of an instance made before
+// instances had one.
+func (p *Provider) ensureImagesDir(dir string) error {
+	d := filepath.Join(dir, imagesDir)
+	if _, err := os.Stat(d); err == nil {
+		return nil
+	}
+	if err := os.Mkdir(d, 0o755); err != nil {
+		return fmt.Errorf("make the instance's image cache: %w", err)
+	}
+	if p.asRoot {
+		return os.Chown(d, p.uids.Base, p.gids.Base)
+	}
+	return nil
+}
