@@ -1,7 +1,6 @@
 package local
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -24,30 +23,32 @@ type sshd struct {
 	jobs     jobNS
 
 	recycling sync.Mutex
+	pending   *pending
+
+	// Failed handshakes are logged at most every few seconds, with a
+	// count: a flood must not fill the state dir's disk with log lines.
+	failMu     sync.Mutex
+	failed     int
+	failLogged time.Time
 }
 
 func (s *sshd) serve(ln net.Listener) error {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
-		}
+	s.pending = &pending{max: maxPendingHandshakes, log: s.log}
+	return acceptLoop(ln, s.log, func(c net.Conn) {
+		s.pending.admit(c)
 		go s.conn(c)
-	}
+	})
 }
 
 func (s *sshd) conn(c net.Conn) {
 	// A client that connects and never finishes the handshake must not pin
-	// a goroutine for ever.
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	// a goroutine and a descriptor for long; the pending table closes it
+	// sooner when others are waiting.
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	sc, chans, reqs, err := ssh.NewServerConn(c, s.config)
+	s.pending.done(c)
 	if err != nil {
-		s.log.Info("SSH handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		s.handshakeFailed(c, err)
 		c.Close()
 		return
 	}
@@ -65,6 +66,19 @@ func (s *sshd) conn(c net.Conn) {
 		}
 		go s.session(ch, creqs)
 	}
+}
+
+// handshakeFailed logs a failed SSH handshake, at most one line every 10
+// seconds with the count of failures since the last.
+func (s *sshd) handshakeFailed(c net.Conn, err error) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	s.failed++
+	if time.Since(s.failLogged) < 10*time.Second {
+		return
+	}
+	s.log.Info("SSH handshake failed", "remote", c.RemoteAddr().String(), "err", err, "failures_since_last_line", s.failed)
+	s.failed, s.failLogged = 0, time.Now()
 }
 
 // globalRequests answers connection-level requests: recycleRequest resets
