@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The sandbox's SSH port is on the host's loopback, so any local user (and
@@ -36,21 +39,68 @@ const (
 type pending struct {
 	mu      sync.Mutex
 	max     int
-	conns   []net.Conn // in arrival order
-	evicted int        // connections closed to make room, since the last log line
+	conns   []*pendingConn // in arrival order
+	evicted int            // connections closed to make room, since the last log line
 	log     *slog.Logger
 	logged  time.Time
 }
 
-// admit records c as pending, first closing the oldest pending connection
-// when the table is full. Call done once c has authenticated or failed.
-func (p *pending) admit(c net.Conn) {
+// pendingConn is a connection that notes whether the client has sent
+// anything yet: an SSH client (berth) sends its version at once, an idle
+// flood does not.
+type pendingConn struct {
+	net.Conn
+	spoke atomic.Bool
+}
+
+func (c *pendingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.spoke.Store(true)
+	}
+	return n, err
+}
+
+// talking reports whether the client has sent anything, read or still
+// waiting in the socket: under a flood the accept loop runs ahead of the
+// goroutines that read.
+func (c *pendingConn) talking() bool {
+	if c.spoke.Load() {
+		return true
+	}
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	raw.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	if n > 0 {
+		c.spoke.Store(true)
+	}
+	return n > 0
+}
+
+// admit records c as pending, first closing a pending connection when the
+// table is full: the oldest that has sent nothing, else the oldest. Call
+// done once c has authenticated or failed.
+func (p *pending) admit(c net.Conn) *pendingConn {
+	pc := &pendingConn{Conn: c}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.conns) >= p.max {
-		oldest := p.conns[0]
-		p.conns = p.conns[1:]
-		oldest.Close()
+		victim := 0
+		for i, x := range p.conns {
+			if !x.talking() {
+				victim = i
+				break
+			}
+		}
+		p.conns[victim].Close()
+		p.conns = append(p.conns[:victim], p.conns[victim+1:]...)
 		p.evicted++
 		if time.Since(p.logged) > 10*time.Second {
 			p.log.Warn("too many unauthenticated SSH connections: closing the oldest to make room (someone on the host is flooding this sandbox's port)",
@@ -58,11 +108,12 @@ func (p *pending) admit(c net.Conn) {
 			p.logged, p.evicted = time.Now(), 0
 		}
 	}
-	p.conns = append(p.conns, c)
+	p.conns = append(p.conns, pc)
+	return pc
 }
 
 // done removes c from the table, if it is still there.
-func (p *pending) done(c net.Conn) {
+func (p *pending) done(c *pendingConn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, x := range p.conns {

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -35,12 +36,11 @@ type sshd struct {
 func (s *sshd) serve(ln net.Listener) error {
 	s.pending = &pending{max: maxPendingHandshakes, log: s.log}
 	return acceptLoop(ln, s.log, func(c net.Conn) {
-		s.pending.admit(c)
-		go s.conn(c)
+		go s.conn(s.pending.admit(c))
 	})
 }
 
-func (s *sshd) conn(c net.Conn) {
+func (s *sshd) conn(c *pendingConn) {
 	// A client that connects and never finishes the handshake must not pin
 	// a goroutine and a descriptor for long; the pending table closes it
 	// sooner when others are waiting.
@@ -239,12 +239,20 @@ func (s *sshd) start(ch ssh.Channel, argv, env []string) (int, <-chan unix.WaitS
 		outW.Close()
 		return 0, nil, err
 	}
-	pid, wait, err := s.reaper.start("/bin/sh", argv, &os.ProcAttr{
+	attr := &os.ProcAttr{
 		Dir:   "/berth",
 		Env:   env,
 		Files: []*os.File{inR, outW, errW},
 		Sys:   s.jobs.sysProcAttr(),
-	})
+	}
+	pid, wait, err := s.reaper.start("/bin/sh", argv, attr)
+	// The kernel frees a user namespace, and gives back its place in the
+	// sandbox's quota (userQuotas), a moment after its last process is
+	// gone: right after a job that used them all, wait for that.
+	for try := 0; errors.Is(err, unix.ENOSPC) && try < 50; try++ {
+		time.Sleep(20 * time.Millisecond)
+		pid, wait, err = s.reaper.start("/bin/sh", argv, attr)
+	}
 	inR.Close()
 	outW.Close()
 	errW.Close()

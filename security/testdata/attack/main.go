@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,8 +65,18 @@ func main() {
 	case "settime":
 		tv := unix.Timeval{Sec: 946684800}
 		err = unix.Settimeofday(&tv)
+	case "socket":
+		err = socket(os.Args[2])
+	case "userns":
+		err = hold(os.Args[2], userNamespace)
+	case "inotify":
+		err = hold(os.Args[2], func() error { _, err := unix.InotifyInit1(unix.IN_CLOEXEC); return err })
 	default:
 		err = fmt.Errorf("unknown attack %q", os.Args[1])
+	}
+	for _, c := range children {
+		c.Kill()
+		c.Wait()
 	}
 	if err != nil {
 		fmt.Printf("blocked: %v\n", err)
@@ -72,3 +84,54 @@ func main() {
 	}
 	fmt.Println("WORKED")
 }
+
+// socket opens a socket of a family (and protocol) a sandbox refuses.
+func socket(kind string) error {
+	var fd int
+	var err error
+	switch kind {
+	case "vsock":
+		fd, err = unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+	case "packet":
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	case "nfnetlink":
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_NETFILTER)
+	default:
+		return fmt.Errorf("unknown socket kind %q", kind)
+	}
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// hold makes kernel objects with make, keeping them all, until it has made
+// n of them (the attack worked) or the kernel refuses one (it reports how
+// many it got).
+func hold(n string, mk func() error) error {
+	var want int
+	fmt.Sscan(n, &want)
+	for got := 0; got < want; got++ {
+		if err := mk(); err != nil {
+			return fmt.Errorf("refused after %d: %w", got, err)
+		}
+	}
+	fmt.Printf("held %s\n", n)
+	return nil
+}
+
+// userNamespace starts a process in a new user namespace and leaves it
+// running, which keeps the namespace alive.
+func userNamespace() error {
+	cmd := exec.Command("/bin/sleep", "120")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	children = append(children, cmd.Process)
+	return nil
+}
+
+// children are the processes an attack started; they are killed before it
+// exits, so that the job leaves nothing behind for the next attack.
+var children []*os.Process
