@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,7 +113,7 @@ func setupRoot(cfg sandboxConfig) error {
 		fd   int
 		name string
 		mode os.FileMode
-	}{{diskFD, "berth", 0o755}, {tmpFD, "tmp", 0o1777}}
+	}{{diskFD, "berth", 0o755}, {tmpFD, "tmp", os.ModeSticky | 0o777}}
 	for _, b := range own {
 		dst := filepath.Join(root, b.name)
 		if err := os.Mkdir(dst, 0o755); err != nil {
@@ -196,7 +197,7 @@ func setupDev(dev string) error {
 		return fmt.Errorf("mount devpts: %w", err)
 	}
 	shm := filepath.Join(dev, "shm")
-	if err := os.Mkdir(shm, 0o1777); err != nil {
+	if err := os.Mkdir(shm, 0o755); err != nil {
 		return err
 	}
 	if err := unix.Mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+shmSize); err != nil {
@@ -223,6 +224,9 @@ func setupDev(dev string) error {
 // wipeDir removes everything inside dir but not dir itself, coping with
 // directories a job made unwritable.
 func wipeDir(dir string) error {
+	if err := clearXattrs(dir); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -231,6 +235,31 @@ func wipeDir(dir string) error {
 	for _, e := range entries {
 		if err := removeAll(filepath.Join(dir, e.Name())); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// clearXattrs removes every extended attribute of dir itself, POSIX ACLs
+// (system.posix_acl_access, system.posix_acl_default) included: a default
+// ACL a job put on /tmp would otherwise be inherited by the next job's
+// files, and user.* attributes would carry data from one job to the next.
+func clearXattrs(dir string) error {
+	size, err := unix.Llistxattr(dir, nil)
+	if err != nil || size == 0 {
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil
+		}
+		return err
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Llistxattr(dir, buf); err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
+		if err := unix.Lremovexattr(dir, name); err != nil && !errors.Is(err, unix.ENODATA) {
+			errs = append(errs, fmt.Errorf("remove extended attribute %s: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)

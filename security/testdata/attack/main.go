@@ -4,10 +4,12 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,6 +67,13 @@ func main() {
 	case "settime":
 		tv := unix.Timeval{Sec: 946684800}
 		err = unix.Settimeofday(&tv)
+	case "taint":
+		err = taint(os.Args[2:])
+	case "xattrs":
+		for _, dir := range os.Args[2:] {
+			fmt.Printf("%s: %s\n", dir, xattrs(dir))
+		}
+		os.Exit(0)
 	case "socket":
 		err = socket(os.Args[2])
 	case "userns":
@@ -135,3 +144,35 @@ func userNamespace() error {
 // children are the processes an attack started; they are killed before it
 // exits, so that the job leaves nothing behind for the next attack.
 var children []*os.Process
+
+// taint leaves a user.* attribute and a default POSIX ACL (for uid 1234)
+// on each directory, which new files would inherit.
+func taint(dirs []string) error {
+	le := binary.LittleEndian
+	acl := le.AppendUint32(nil, 2) // POSIX_ACL_XATTR_VERSION
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{1, 7, 0xffffffff}, {2, 7, 1234}, {4, 5, 0xffffffff}, {0x10, 7, 0xffffffff}, {0x20, 5, 0xffffffff}} {
+		acl = le.AppendUint32(le.AppendUint16(le.AppendUint16(acl, e.tag), e.perm), e.id)
+	}
+	for _, dir := range dirs {
+		if err := unix.Setxattr(dir, "user.berth", []byte("leak"), 0); err != nil {
+			return fmt.Errorf("user xattr on %s: %w", dir, err)
+		}
+		if err := unix.Setxattr(dir, "system.posix_acl_default", acl, 0); err != nil {
+			return fmt.Errorf("default ACL on %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// xattrs lists the extended attribute names of dir.
+func xattrs(dir string) string {
+	buf := make([]byte, 4096)
+	n, err := unix.Listxattr(dir, buf)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(string(buf[:n]), "\x00", " ")), ",")
+}
