@@ -72,6 +72,12 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
 		return fmt.Errorf("mount root tmpfs on %s: %w", root, err)
 	}
+	// The second, empty, lower layer of the host paths' overlays; removed
+	// once they are mounted (the overlays keep it).
+	empty := filepath.Join(root, ".empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		return err
+	}
 	var readOnly []string
 	for _, src := range cfg.HostPaths {
 		fi, err := os.Lstat(src)
@@ -104,10 +110,17 @@ func setupRoot(cfg sandboxConfig) error {
 				return err
 			}
 		}
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", src, err)
+		if fi.IsDir() {
+			if err := mountHostDir(src, dst, empty, cfg.Network == "isolated"); err != nil {
+				return err
+			}
+		} else if err := bindHost(src, dst); err != nil {
+			return err
 		}
 		readOnly = append(readOnly, dst)
+	}
+	if err := os.Remove(empty); err != nil {
+		return err
 	}
 	own := []struct {
 		fd   int

@@ -74,6 +74,14 @@ func main() {
 			fmt.Printf("%s: %s\n", dir, xattrs(dir))
 		}
 		os.Exit(0)
+	case "unix":
+		var c net.Conn
+		c, err = net.DialTimeout("unix", os.Args[2], 3*time.Second)
+		if err == nil {
+			c.Close()
+		}
+	case "watch":
+		err = watch(os.Args[2], os.Args[3])
 	case "socket":
 		err = socket(os.Args[2])
 	case "userns":
@@ -175,4 +183,28 @@ func xattrs(dir string) string {
 		return err.Error()
 	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(string(buf[:n]), "\x00", " ")), ",")
+}
+
+// watch waits up to d for an inotify event on path, which another tenant's
+// use of the file would cause.
+func watch(path, d string) error {
+	wait, err := time.ParseDuration(d)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_ALL_EVENTS); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n, _ := unix.Read(fd, buf); n > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("no event on %s in %s", path, d)
 }
