@@ -32,6 +32,11 @@ type Config struct {
 	// (cgroup pids.max). Nil means defaultPidsMax where cgroups allow; 0
 	// means no limit.
 	PidsMax *int `json:"pids_max"`
+	// DiskMax bounds what one instance's job may keep in /berth and /tmp,
+	// which live on the state dir's file system, e.g. "20G"; a job past it
+	// is killed with a message saying so. Empty means a quarter of that
+	// file system; "0" means no limit.
+	DiskMax string `json:"disk_max"`
 }
 
 // defaultHostPaths is what a sandbox sees of the host unless host_paths says
@@ -44,7 +49,7 @@ var defaultHostPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 const defaultPidsMax = 4096
 
 // configKeys names the valid keys for error messages.
-const configKeys = "network, host_paths, memory_max, cpu_max, pids_max"
+const configKeys = "network, host_paths, memory_max, cpu_max, pids_max, disk_max"
 
 // parseConfig decodes and checks provider_config, filling in defaults.
 func parseConfig(raw []byte) (Config, error) {
@@ -81,6 +86,11 @@ func parseConfig(raw []byte) (Config, error) {
 			if a != b && within(b, a) {
 				return c, fmt.Errorf("local provider: provider_config host_paths lists %s inside %s; list only %s", b, a, a)
 			}
+		}
+	}
+	if c.DiskMax != "" {
+		if _, err := parseSize(c.DiskMax); err != nil {
+			return c, fmt.Errorf("local provider: provider_config disk_max: %w", err)
 		}
 	}
 	if c.PidsMax != nil && *c.PidsMax < 0 {

@@ -54,6 +54,7 @@ type Provider struct {
 	asRoot     bool
 	uids, gids idRange
 	cgroups    *cgroupRoot
+	diskMax    int64 // disk_max in bytes, 0 for none
 	log        *slog.Logger
 
 	mu      sync.Mutex
@@ -112,8 +113,12 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	if err := p.checkLimits(); err != nil {
 		return provider.Info{}, err
 	}
+	p.diskMax = defaultDiskMax(p.dir)
+	if p.cfg.DiskMax != "" {
+		p.diskMax, _ = parseSize(p.cfg.DiskMax) // checked by parseConfig
+	}
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
-		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil)
+		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax)
 	p.cleanLeftovers()
 	if err := p.probe(ctx); err != nil {
 		// A full disk makes the probe fail too: say so rather than blame
@@ -265,7 +270,7 @@ func (p *Provider) probe(ctx context.Context) error {
 func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
-		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot,
+		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax,
 	}
 }
 

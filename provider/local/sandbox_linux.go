@@ -151,6 +151,11 @@ func runSandbox(log *slog.Logger) error {
 	f.Close()
 
 	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs}
+	if cfg.DiskMax > 0 {
+		w := &diskWatch{limit: cfg.DiskMax, dirs: diskDirs, log: log,
+			over: func(used int64) { s.diskOver(used, cfg.DiskMax) }}
+		go w.run()
+	}
 	fmt.Fprintln(ready, "ready")
 	ready.Close()
 	log.Info("sandbox serving SSH", "addr", ln.Addr().String())

@@ -26,6 +26,11 @@ type sshd struct {
 	recycling sync.Mutex
 	pending   *pending
 
+	// sessions are the open session channels, so that a job killed by the
+	// sandbox itself (disk_max) can be told why.
+	sessionsMu sync.Mutex
+	sessions   map[ssh.Channel]bool
+
 	// Failed handshakes are logged at most every few seconds, with a
 	// count: a flood must not fill the state dir's disk with log lines.
 	failMu     sync.Mutex
@@ -106,6 +111,53 @@ func (s *sshd) globalRequests(reqs <-chan *ssh.Request) {
 	}
 }
 
+// track adds or removes an open session channel.
+func (s *sshd) track(ch ssh.Channel, open bool) {
+	s.sessionsMu.Lock()
+	defer s.sessionsMu.Unlock()
+	if s.sessions == nil {
+		s.sessions = map[ssh.Channel]bool{}
+	}
+	if open {
+		s.sessions[ch] = true
+	} else {
+		delete(s.sessions, ch)
+	}
+}
+
+// diskOver ends a job that went over disk_max: every open session is told
+// why on its stderr (waiting at most a second for clients that do not
+// read), then the sandbox is reset as between two jobs, which kills the
+// job's processes and frees the space at once.
+func (s *sshd) diskOver(used, limit int64) {
+	msg := []byte(diskMaxMessage(used, limit))
+	s.sessionsMu.Lock()
+	var wg sync.WaitGroup
+	for ch := range s.sessions {
+		wg.Add(1)
+		go func() { defer wg.Done(); ch.Stderr().Write(msg) }()
+	}
+	s.sessionsMu.Unlock()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	s.recycling.Lock()
+	defer s.recycling.Unlock()
+	// Stop the job first and empty the directories while its sessions
+	// are still open: when the client learns the job ended, the space is
+	// free already.
+	unix.Kill(-1, unix.SIGSTOP)
+	for _, d := range diskDirs {
+		wipeDir(d)
+	}
+	if err := recycle(s.hostname); err != nil {
+		s.log.Error("reset after disk_max", "err", err)
+	}
+}
+
 // signals maps SSH signal names (RFC 4254 6.9) to Unix signals.
 var signals = map[string]syscall.Signal{
 	"ABRT": unix.SIGABRT, "ALRM": unix.SIGALRM, "FPE": unix.SIGFPE,
@@ -119,6 +171,8 @@ var signals = map[string]syscall.Signal{
 // a signal request, or the client going away, reaches everything it
 // started.
 func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	s.track(ch, true)
+	defer s.track(ch, false)
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/berth", "USER=root", "LOGNAME=root", "SHELL=/bin/sh",
