@@ -22,6 +22,7 @@ func newSubmitCmd() *cobra.Command {
 		suspend bool
 		resume  string
 		asJSON  bool
+		raw     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "submit [flags] -- SCRIPT",
@@ -85,7 +86,14 @@ own environment, which keeps secrets out of shell history.`,
 				}
 				return nil
 			}
-			return waitForJob(ctx, c, job.ID, suspend, asJSON, stdout, stderr)
+			logTo := stdout
+			if asJSON {
+				logTo = stderr
+			}
+			if !raw {
+				logTo = &terminalSafe{w: logTo}
+			}
+			return waitForJob(ctx, c, job.ID, suspend, asJSON, logTo, stdout, stderr)
 		},
 	}
 	f := cmd.Flags()
@@ -96,17 +104,14 @@ own environment, which keeps secrets out of shell history.`,
 	f.BoolVar(&suspend, "suspend", false, "park the job's environment when it ends and report its key")
 	f.StringVar(&resume, "resume", "", "run on the parked environment with this key")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait: the final job on stdout, the log on stderr)")
+	f.BoolVar(&raw, "raw", false, "with --wait: pass the log's terminal escape sequences through (by default only colours pass)")
 	return cmd
 }
 
 // waitForJob follows the log until the job ends and turns the outcome into
 // the command's result: nil, a jobExitError carrying the script's code, or
 // an error with the reason (exit 1).
-func waitForJob(ctx context.Context, c *api.Client, id string, suspend, asJSON bool, stdout, stderr io.Writer) error {
-	logTo := stdout
-	if asJSON {
-		logTo = stderr
-	}
+func waitForJob(ctx context.Context, c *api.Client, id string, suspend, asJSON bool, logTo, stdout, stderr io.Writer) error {
 	if err := c.Log(ctx, id, true, logTo); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("stopped waiting; job %s goes on: follow it with `berth logs %s --follow` or stop it with `berth jobs --cancel %s`", id, id, id)
