@@ -540,6 +540,11 @@ func (p *Provider) start(m *meta) error {
 	p.watchReady(m.ID)
 	sc := p.sandboxConfig(m.ID, string(hostKey))
 	sc.Dir = dir
+	if pidsCgroup := m.PidsCgroup != "" || (m.Cgroup != "" && p.cgroups.has("pids")); !pidsCgroup {
+		// Without a pids cgroup (unprivileged berth), the sandbox bounds
+		// its jobs' processes with RLIMIT_NPROC instead.
+		sc.NProc = p.pidsMax()
+	}
 	cmd, err := p.command(dir, lnFile, m.Cgroup, sc)
 	if err != nil {
 		return err
@@ -721,9 +726,10 @@ func (p *Provider) removePidsCgroup(m *meta) error {
 // enforce, so that the problem shows at start rather than at the first
 // instance.
 func (p *Provider) checkLimits() error {
-	explicitPids := p.cfg.PidsMax != nil && *p.cfg.PidsMax > 0
-	if (p.cfg.MemoryMax != "" || p.cfg.CPUMax != "" || explicitPids) && p.cgroups == nil {
-		return errors.New("local provider: memory_max, cpu_max and pids_max need a writable cgroup tree (run berth as root on a cgroup v2 host) or remove them from provider_config")
+	// pids_max works everywhere: without a pids cgroup the sandbox sets
+	// RLIMIT_NPROC instead.
+	if (p.cfg.MemoryMax != "" || p.cfg.CPUMax != "") && p.cgroups == nil {
+		return errors.New("local provider: memory_max and cpu_max need a writable cgroup tree (run berth as root on a cgroup v2 host) or remove them from provider_config")
 	}
 	for _, l := range []struct {
 		set      bool
@@ -732,7 +738,6 @@ func (p *Provider) checkLimits() error {
 	}{
 		{p.cfg.MemoryMax != "", "memory_max", "memory", false},
 		{p.cfg.CPUMax != "", "cpu_max", "cpu", false},
-		{explicitPids, "pids_max", "pids", p.cgroups != nil && p.cgroups.pidsV1 != ""},
 	} {
 		if l.set && !p.cgroups.has(l.ctl) && !l.fallback {
 			return fmt.Errorf("local provider: provider_config %s needs the cgroup v2 %s controller, which berth's cgroup %s does not offer (it offers %v); enable it for berth's cgroup (e.g. systemd Delegate=yes) or remove %s", l.key, l.ctl, filepath.Dir(p.cgroups.dir), p.cgroups.controllers, l.key)

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // userQuotas are the per-user kernel object limits (/proc/sys/user/max_*)
@@ -57,6 +59,23 @@ func setUserQuotas() error {
 		if err := os.WriteFile(path, []byte(strconv.Itoa(want)), 0); err != nil {
 			return fmt.Errorf("limit %s to %d: %w", path, want, err)
 		}
+	}
+	return nil
+}
+
+// limitProcs sets RLIMIT_NPROC (soft and hard) to n when n > 0. The kernel
+// counts a user's tasks per user namespace and checks every level against
+// the limit its creator had, so the job namespaces PID 1 creates from now
+// on are held to n tasks together, PID 1's own threads included: a fork
+// bomb fails with EAGAIN. At worst it starves PID 1 of threads, which ends
+// the job's own sandbox and nobody else's.
+func limitProcs(n int) error {
+	if n <= 0 {
+		return nil
+	}
+	l := unix.Rlimit{Cur: uint64(n), Max: uint64(n)}
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &l); err != nil {
+		return fmt.Errorf("set RLIMIT_NPROC to %d: %w", n, err)
 	}
 	return nil
 }

@@ -150,6 +150,9 @@ func runSandbox(log *slog.Logger) error {
 	}
 	f.Close()
 
+	if err := limitProcs(cfg.NProc); err != nil {
+		return err
+	}
 	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs}
 	if cfg.DiskMax > 0 {
 		w := &diskWatch{limit: cfg.DiskMax, dirs: diskDirs, log: log,

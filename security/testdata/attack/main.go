@@ -86,6 +86,8 @@ func main() {
 		err = socket(os.Args[2])
 	case "userns":
 		err = hold(os.Args[2], userNamespace)
+	case "procs":
+		err = hold(os.Args[2], func() error { return startSleep(nil) })
 	case "inotify":
 		err = hold(os.Args[2], func() error { _, err := unix.InotifyInit1(unix.IN_CLOEXEC); return err })
 	default:
@@ -140,8 +142,13 @@ func hold(n string, mk func() error) error {
 // userNamespace starts a process in a new user namespace and leaves it
 // running, which keeps the namespace alive.
 func userNamespace() error {
+	return startSleep(&syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER})
+}
+
+// startSleep starts a sleeping child and keeps it.
+func startSleep(attr *syscall.SysProcAttr) error {
 	cmd := exec.Command("/bin/sleep", "120")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER}
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -153,7 +160,7 @@ func userNamespace() error {
 // exits, so that the job leaves nothing behind for the next attack.
 var children []*os.Process
 
-// taint leaves a user.* attribute and a default POSIX ACL (for uid 1234)
+// taint leaves a user.* attribute and a default POSIX ACL (a named entry for uid 0, mapped in every sandbox)
 // on each directory, which new files would inherit.
 func taint(dirs []string) error {
 	le := binary.LittleEndian
@@ -161,7 +168,7 @@ func taint(dirs []string) error {
 	for _, e := range []struct {
 		tag, perm uint16
 		id        uint32
-	}{{1, 7, 0xffffffff}, {2, 7, 1234}, {4, 5, 0xffffffff}, {0x10, 7, 0xffffffff}, {0x20, 5, 0xffffffff}} {
+	}{{1, 7, 0xffffffff}, {2, 7, 0}, {4, 5, 0xffffffff}, {0x10, 7, 0xffffffff}, {0x20, 5, 0xffffffff}} {
 		acl = le.AppendUint32(le.AppendUint16(le.AppendUint16(acl, e.tag), e.perm), e.id)
 	}
 	for _, dir := range dirs {
