@@ -106,6 +106,9 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		return provider.Info{}, err
 	}
 	p.asRoot = os.Geteuid() == 0
+	if err := checkGroups(p.cfg.KeepGroups); err != nil {
+		return provider.Info{}, err
+	}
 	if p.asRoot {
 		p.uids, p.gids = subIDs()
 		p.cgroups = newCgroupRoot(p.group)
