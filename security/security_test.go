@@ -239,6 +239,7 @@ func (f *fixture) attacks() []attack {
 		{"make a network namespace for nf_tables, veth and bridges", "unshare -Urn true", "(?i)not permitted"},
 		{"make a network namespace with clone", "unshare -Ur --fork -n true", "(?i)not permitted"},
 		{"hold the host user's user namespaces", "/berth/attack userns 200", "blocked: refused after [0-9]+: .*no space left on device"},
+		{"read the kernel command line", "test -s /proc/cmdline && echo WORKED; cat /proc/cmdline; find /proc/acpi /proc/scsi -mindepth 1 2>/dev/null; exit 1", "^$"},
 		{"hold the host user's inotify instances", "/berth/attack inotify 100", "blocked: refused after [0-9]+: too many open files"},
 	}
 }
