@@ -34,6 +34,7 @@ import (
 // can refer to them.
 const (
 	DefaultListen                 = "127.0.0.1:8765"
+	DefaultMaxConnections         = 512
 	DefaultLogLevel               = "info"
 	DefaultLogFormat              = "text"
 	DefaultJobTimeout             = time.Hour
@@ -87,6 +88,10 @@ type Config struct {
 	// InsecureListen (key insecure_listen) allows a listen address beyond
 	// loopback without TLS, which sends API tokens in clear text.
 	InsecureListen bool
+	// MaxConnections (key max_connections) bounds the API's open client
+	// connections; past it the longest-idle one is closed, so that idle
+	// connections cannot starve berth of descriptors.
+	MaxConnections int
 	// StateDir holds the state store. A "~" is expanded and a relative path
 	// is taken relative to the config file's directory. See DefaultStateDir
 	// for the default when the key is absent.
@@ -273,6 +278,7 @@ func DefaultPolicyPeriod() policy.Period {
 func Default() *Config {
 	return &Config{
 		Listen:          DefaultListen,
+		MaxConnections:  DefaultMaxConnections,
 		StateDir:        DefaultStateDir(),
 		LogLevel:        DefaultLogLevel,
 		LogFormat:       DefaultLogFormat,

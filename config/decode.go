@@ -313,6 +313,9 @@ func (d *decoder) decode(raw map[string]any) *Config {
 		c.TLSKeyFile = d.resolvePath("tls_key_file", c.TLSKeyFile)
 	}
 	root.bool("insecure_listen", &c.InsecureListen)
+	if root.int("max_connections", &c.MaxConnections); c.MaxConnections < 16 {
+		d.issue("max_connections", c.MaxConnections, "must be at least 16 (the default is %d); it bounds the API's open connections", DefaultMaxConnections)
+	}
 	root.str("log_level", &c.LogLevel)
 	root.str("log_format", &c.LogFormat)
 	root.duration("job_timeout", &c.JobTimeout)

@@ -64,10 +64,15 @@ func (m *Manager) Handler() http.Handler {
 // serveHTTP serves the API on ln (with TLS when configured) until the
 // returned server is shut down.
 func (m *Manager) serveHTTP(ln net.Listener) *http.Server {
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	if m.tls != nil {
 		ln = tls.NewListener(ln, m.tls)
 	}
+	// The limit wraps the TLS listener so that the hook sees the
+	// connections the server serves.
+	limited := newConnLimit(ln, m.cfg.MaxConnections, m.log)
+	ln = limited
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: apiReadHeaderTimeout,
+		IdleTimeout: apiIdleTimeout, ConnState: limited.track}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("http server stopped", "err", err)

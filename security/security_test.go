@@ -233,6 +233,14 @@ func (f *fixture) attacks() []attack {
 		{"see another sandbox's disk", "cat " + filepath.Join(aDisk, "secret"), "No such file or directory"},
 		{"reach a host loopback service (berth's API)", "/berth/attack connect " + f.api, "blocked: .*connection refused"},
 		{"reach another sandbox's SSH", "/berth/attack connect " + ci.Addr, "blocked: .*connection refused"},
+		{"reach the host over AF_VSOCK", "/berth/attack socket vsock", "blocked: address family not supported"},
+		{"open a packet socket", "/berth/attack socket packet", "blocked: address family not supported"},
+		{"talk to nf_tables", "/berth/attack socket nfnetlink", "blocked: protocol not supported"},
+		{"make a network namespace for nf_tables, veth and bridges", "unshare -Urn true", "(?i)not permitted"},
+		{"make a network namespace with clone", "unshare -Ur --fork -n true", "(?i)not permitted"},
+		{"hold the host user's user namespaces", "/berth/attack userns 200", "blocked: refused after [0-9]+: .*no space left on device"},
+		{"read the kernel command line", "test -s /proc/cmdline && echo WORKED; cat /proc/cmdline; find /proc/acpi /proc/scsi -mindepth 1 2>/dev/null; exit 1", "^$"},
+		{"hold the host user's inotify instances", "/berth/attack inotify 100", "blocked: refused after [0-9]+: too many open files"},
 	}
 }
 

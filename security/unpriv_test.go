@@ -18,6 +18,7 @@ var (
 // TestUnprivileged re-runs the whole suite as nobody (uid 65534) with
 // setpriv, so that both modes are attacked whoever runs the tests.
 func TestUnprivileged(t *testing.T) {
-	// The attack helper is built once, by root, and handed to the copy.
-	sandboxtest.RerunAsNobody(t, unprivEnv, []string{attackEnv + "=" + attackBinary(t)})
+	// The attack helper and the CLI are built once, by root, and handed to
+	// the copy.
+	sandboxtest.RerunAsNobody(t, unprivEnv, []string{attackEnv + "=" + attackBinary(t), cliEnv + "=" + berthBinary(t)})
 }

@@ -8,6 +8,7 @@ func newLogsCmd() *cobra.Command {
 	var (
 		conn   connFlags
 		follow bool
+		raw    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "logs ID",
@@ -20,7 +21,12 @@ func newLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = c.Log(ctx, args[0], follow, cmd.OutOrStdout())
+			out := cmd.OutOrStdout()
+			if !raw {
+				// A job's output must not drive the reader's terminal.
+				out = &terminalSafe{w: out}
+			}
+			err = c.Log(ctx, args[0], follow, out)
 			if err != nil && ctx.Err() != nil {
 				// Ctrl-C while following is how people stop reading.
 				return nil
@@ -30,5 +36,6 @@ func newLogsCmd() *cobra.Command {
 	}
 	conn.add(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the log until the job ends")
+	cmd.Flags().BoolVar(&raw, "raw", false, "print the log byte for byte, terminal escape sequences included (by default only colours pass)")
 	return cmd
 }

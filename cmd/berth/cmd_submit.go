@@ -24,6 +24,7 @@ func newSubmitCmd() *cobra.Command {
 		asJSON  bool
 		image   string
 		svcs    []string
+		raw     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "submit [flags] -- SCRIPT",
@@ -92,7 +93,14 @@ image:), --service REF[=ALIAS] starts a sibling container (services:).`,
 				}
 				return nil
 			}
-			return waitForJob(ctx, c, job.ID, suspend, asJSON, stdout, stderr)
+			logTo := stdout
+			if asJSON {
+				logTo = stderr
+			}
+			if !raw {
+				logTo = &terminalSafe{w: logTo}
+			}
+			return waitForJob(ctx, c, job.ID, suspend, asJSON, logTo, stdout, stderr)
 		},
 	}
 	f := cmd.Flags()
@@ -105,17 +113,14 @@ image:), --service REF[=ALIAS] starts a sibling container (services:).`,
 	f.StringVar(&image, "image", "", "run the script in this OCI image (e.g. golang:1.22, registry:5000/team/app@sha256:...)")
 	f.StringArrayVar(&svcs, "service", nil, "start a service container from REF[=ALIAS] beside the job (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait: the final job on stdout, the log on stderr)")
+	f.BoolVar(&raw, "raw", false, "with --wait: pass the log's terminal escape sequences through (by default only colours pass)")
 	return cmd
 }
 
 // waitForJob follows the log until the job ends and turns the outcome into
 // the command's result: nil, a jobExitError carrying the script's code, or
 // an error with the reason (exit 1).
-func waitForJob(ctx context.Context, c *api.Client, id string, suspend, asJSON bool, stdout, stderr io.Writer) error {
-	logTo := stdout
-	if asJSON {
-		logTo = stderr
-	}
+func waitForJob(ctx context.Context, c *api.Client, id string, suspend, asJSON bool, logTo, stdout, stderr io.Writer) error {
 	if err := c.Log(ctx, id, true, logTo); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("stopped waiting; job %s goes on: follow it with `berth logs %s --follow` or stop it with `berth jobs --cancel %s`", id, id, id)

@@ -28,6 +28,10 @@ type writeHealth struct {
 	err      error     // the last write failure; nil once a write worked again
 	since    time.Time // when writes started to fail
 	probedAt time.Time
+	// logErr is the last failure to write a job's log, nil once a log
+	// write worked again; logSince is when it started.
+	logErr   error
+	logSince time.Time
 	probing  bool
 }
 
@@ -55,6 +59,20 @@ func (q *Queue) noteWrite(err error) {
 		h.since = time.Now()
 	}
 	h.err = err
+}
+
+// noteLog records the outcome of a job log write: output lost to a full
+// disk must show in /healthz, not only in the job's reason.
+func (q *Queue) noteLog(err error) {
+	h := &q.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.logErr = nil
+	case h.logErr == nil:
+		h.logErr, h.logSince = err, time.Now()
+	}
 }
 
 // Health returns nil when the queue can store jobs, else an error that
@@ -98,6 +116,10 @@ func (q *Queue) Health() error {
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.err == nil && h.logErr != nil {
+		return fmt.Errorf("job output cannot be written to %s since %s: %w; jobs whose output is lost fail: free disk space or fix the disk (no restart needed)",
+			q.logDir, h.logSince.UTC().Format(time.RFC3339), h.logErr)
+	}
 	if h.err == nil {
 		return nil
 	}

@@ -111,6 +111,8 @@ func (w logWriter) Write(p []byte) (int, error) {
 			j.logErr = fmt.Errorf("write log: %w", err)
 			j.q.log.Error("cannot write job log; further output is dropped", "job", j.id, "err", err)
 		}
+		// /healthz must not say ok while output is being lost.
+		j.q.noteLog(j.logErr)
 	}
 	j.mu.Unlock()
 	if wrote {
@@ -168,6 +170,13 @@ func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
 	logNote := ""
 	if j.logErr != nil {
 		logNote = fmt.Sprintf(" (the log is incomplete: %v)", j.logErr)
+		// A job whose output was lost did not succeed as far as anyone
+		// can tell: fail it, loudly, rather than report success with
+		// output silently missing.
+		if r.Failure == jobsource.FailureNone && r.ExitCode <= 0 {
+			r.Failure = jobsource.FailureSystem
+			r.Message = "the script succeeded, but berth could not store its output; free space on the disk of berth's state dir and run the job again"
+		}
 	}
 	j.mu.Unlock()
 

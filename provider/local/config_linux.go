@@ -32,6 +32,16 @@ type Config struct {
 	// (cgroup pids.max). Nil means defaultPidsMax where cgroups allow; 0
 	// means no limit.
 	PidsMax *int `json:"pids_max"`
+	// DiskMax bounds what one instance's job may keep in /berth and /tmp,
+	// which live on the state dir's file system, e.g. "20G"; a job past it
+	// is killed with a message saying so. Empty means a quarter of that
+	// file system; "0" means no limit.
+	DiskMax string `json:"disk_max"`
+	// KeepGroups lets unprivileged berth run although its user has
+	// supplementary groups, which its jobs keep (a user namespace cannot
+	// drop them): with /etc shown, group shadow would let a job read
+	// /etc/shadow. Without it Init refuses.
+	KeepGroups bool `json:"keep_groups"`
 }
 
 // defaultHostPaths is what a sandbox sees of the host unless host_paths says
@@ -44,7 +54,7 @@ var defaultHostPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 const defaultPidsMax = 4096
 
 // configKeys names the valid keys for error messages.
-const configKeys = "network, host_paths, memory_max, cpu_max, pids_max"
+const configKeys = "network, host_paths, memory_max, cpu_max, pids_max, disk_max, keep_groups"
 
 // parseConfig decodes and checks provider_config, filling in defaults.
 func parseConfig(raw []byte) (Config, error) {
@@ -81,6 +91,11 @@ func parseConfig(raw []byte) (Config, error) {
 			if a != b && within(b, a) {
 				return c, fmt.Errorf("local provider: provider_config host_paths lists %s inside %s; list only %s", b, a, a)
 			}
+		}
+	}
+	if c.DiskMax != "" {
+		if _, err := parseSize(c.DiskMax); err != nil {
+			return c, fmt.Errorf("local provider: provider_config disk_max: %w", err)
 		}
 	}
 	if c.PidsMax != nil && *c.PidsMax < 0 {
@@ -178,4 +193,33 @@ func subIDFrom(file string) idRange {
 		}
 	}
 	return defaultSubID
+}
+
+// ErrSupplementaryGroups is returned by Init when unprivileged berth's user
+// has supplementary groups its jobs would keep.
+var ErrSupplementaryGroups = errors.New("berth's user has supplementary groups that jobs would keep")
+
+// checkGroups refuses, unprivileged, a process with supplementary groups
+// other than its own gid: a sandbox's user namespace cannot drop them, so
+// every job could use them on the host paths it sees.
+func checkGroups(keep bool) error {
+	if keep || os.Geteuid() == 0 {
+		return nil
+	}
+	groups, err := os.Getgroups()
+	if err != nil {
+		return fmt.Errorf("local provider: list supplementary groups: %w", err)
+	}
+	var extra []int
+	for _, g := range groups {
+		if g != os.Getgid() && g != os.Getegid() {
+			extra = append(extra, g)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	return fmt.Errorf("local provider: %w: gids %v; jobs could read what those groups may read (group shadow reads /etc/shadow); "+
+		"run berth as a user without supplementary groups (systemd: a dedicated User= with no SupplementaryGroups=; or setpriv --clear-groups), "+
+		"or accept the risk with provider_config keep_groups = true", ErrSupplementaryGroups, extra)
 }

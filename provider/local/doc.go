@@ -77,13 +77,16 @@
 //	                 "/libx32", "/etc", "/opt"],  // read-only host paths, the default
 //	  "memory_max": "2G",       // optional cgroup v2 memory.max per instance
 //	  "cpu_max":    "200000 100000", // optional cgroup v2 cpu.max (here: 2 CPUs)
-//	  "pids_max":   4096        // cgroup v2 pids.max; default 4096 where the pids
-//	                            // controller is available, 0 = no limit
+//	  "pids_max":   4096,       // pids.max, or RLIMIT_NPROC without a pids
+//	                            // cgroup; default 4096, 0 = no limit
+//	  "disk_max":   "20G",      // /berth plus /tmp per instance; default a quarter
+//	                            // of the state dir's file system, "0" = no limit
+//	  "keep_groups": false      // unprivileged: accept supplementary groups jobs keep
 //	}
 //
-// The limits need berth to run as root on a host whose cgroup v2 tree offers
-// the controller to berth's cgroup; a limit set explicitly where that is not
-// so is an error at start.
+// memory_max and cpu_max need berth to run as root on a host whose cgroup
+// v2 tree offers the controller to berth's cgroup; set where that is not so,
+// they are an error at start.
 //
 // # State layout
 //

@@ -90,7 +90,7 @@ const recycleRequest = "recycle@berth-ci.dev"
 var wiped = []struct {
 	dir  string
 	mode os.FileMode
-}{{"/tmp", 0o1777}, {"/dev/shm", 0o1777}, {"/berth", 0o755}}
+}{{"/tmp", os.ModeSticky | 0o777}, {"/dev/shm", os.ModeSticky | 0o777}, {"/berth", 0o755}}
 
 // recycle makes the sandbox as it was after boot: every process but PID 1
 // is killed (kill(-1) from PID 1 reaches the whole PID namespace, nested

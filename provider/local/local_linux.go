@@ -55,6 +55,7 @@ type Provider struct {
 	asRoot     bool
 	uids, gids idRange
 	cgroups    *cgroupRoot
+	diskMax    int64 // disk_max in bytes, 0 for none
 	log        *slog.Logger
 
 	mu      sync.Mutex
@@ -106,6 +107,9 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		return provider.Info{}, err
 	}
 	p.asRoot = os.Geteuid() == 0
+	if err := checkGroups(p.cfg.KeepGroups); err != nil {
+		return provider.Info{}, err
+	}
 	if p.asRoot {
 		p.uids, p.gids = subIDs()
 		p.cgroups = newCgroupRoot(p.group)
@@ -113,8 +117,12 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	if err := p.checkLimits(); err != nil {
 		return provider.Info{}, err
 	}
+	p.diskMax = defaultDiskMax(p.dir)
+	if p.cfg.DiskMax != "" {
+		p.diskMax, _ = parseSize(p.cfg.DiskMax) // checked by parseConfig
+	}
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
-		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil)
+		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax)
 	p.cleanLeftovers()
 	if err := p.probe(ctx); err != nil {
 		// A full disk makes the probe fail too: say so rather than blame
@@ -266,7 +274,7 @@ func (p *Provider) probe(ctx context.Context) error {
 func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
-		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot,
+		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax,
 	}
 }
 
@@ -540,6 +548,11 @@ func (p *Provider) start(m *meta) error {
 	p.watchReady(m.ID)
 	sc := p.sandboxConfig(m.ID, string(hostKey))
 	sc.Dir = dir
+	if pidsCgroup := m.PidsCgroup != "" || (m.Cgroup != "" && p.cgroups.has("pids")); !pidsCgroup {
+		// Without a pids cgroup (unprivileged berth), the sandbox bounds
+		// its jobs' processes with RLIMIT_NPROC instead.
+		sc.NProc = p.pidsMax()
+	}
 	cmd, err := p.command(dir, lnFile, m.Cgroup, sc)
 	if err != nil {
 		return err
@@ -721,9 +734,10 @@ func (p *Provider) removePidsCgroup(m *meta) error {
 // enforce, so that the problem shows at start rather than at the first
 // instance.
 func (p *Provider) checkLimits() error {
-	explicitPids := p.cfg.PidsMax != nil && *p.cfg.PidsMax > 0
-	if (p.cfg.MemoryMax != "" || p.cfg.CPUMax != "" || explicitPids) && p.cgroups == nil {
-		return errors.New("local provider: memory_max, cpu_max and pids_max need a writable cgroup tree (run berth as root on a cgroup v2 host) or remove them from provider_config")
+	// pids_max works everywhere: without a pids cgroup the sandbox sets
+	// RLIMIT_NPROC instead.
+	if (p.cfg.MemoryMax != "" || p.cfg.CPUMax != "") && p.cgroups == nil {
+		return errors.New("local provider: memory_max and cpu_max need a writable cgroup tree (run berth as root on a cgroup v2 host) or remove them from provider_config")
 	}
 	for _, l := range []struct {
 		set      bool
@@ -732,7 +746,6 @@ func (p *Provider) checkLimits() error {
 	}{
 		{p.cfg.MemoryMax != "", "memory_max", "memory", false},
 		{p.cfg.CPUMax != "", "cpu_max", "cpu", false},
-		{explicitPids, "pids_max", "pids", p.cgroups != nil && p.cgroups.pidsV1 != ""},
 	} {
 		if l.set && !p.cgroups.has(l.ctl) && !l.fallback {
 			return fmt.Errorf("local provider: provider_config %s needs the cgroup v2 %s controller, which berth's cgroup %s does not offer (it offers %v); enable it for berth's cgroup (e.g. systemd Delegate=yes) or remove %s", l.key, l.ctl, filepath.Dir(p.cgroups.dir), p.cgroups.controllers, l.key)

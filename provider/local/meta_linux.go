@@ -59,6 +59,11 @@ type sandboxConfig struct {
 	HostKey       string   `json:"host_key"` // PEM private key
 	HostPaths     []string `json:"host_paths"`
 	Probe         bool     `json:"probe,omitempty"`
+	// DiskMax is disk_max in bytes; 0 means no limit.
+	DiskMax int64 `json:"disk_max,omitempty"`
+	// NProc, when not 0, is the RLIMIT_NPROC PID 1 sets for itself and
+	// its jobs: the pids limit where no pids cgroup is available.
+	NProc int `json:"nproc,omitempty"`
 	// Dir is the instance directory. DetachedMounts says that diskFD and
 	// tmpFD are detached mounts (open_tree) to move into place; otherwise
 	// the sandbox binds Dir's disk and tmp by path.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,6 +72,12 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
 		return fmt.Errorf("mount root tmpfs on %s: %w", root, err)
 	}
+	// The second, empty, lower layer of the host paths' overlays; removed
+	// once they are mounted (the overlays keep it).
+	empty := filepath.Join(root, ".empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		return err
+	}
 	var readOnly []string
 	for _, src := range cfg.HostPaths {
 		fi, err := os.Lstat(src)
@@ -103,16 +110,23 @@ func setupRoot(cfg sandboxConfig) error {
 				return err
 			}
 		}
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", src, err)
+		if fi.IsDir() {
+			if err := mountHostDir(src, dst, empty, cfg.Network == "isolated"); err != nil {
+				return err
+			}
+		} else if err := bindHost(src, dst); err != nil {
+			return err
 		}
 		readOnly = append(readOnly, dst)
+	}
+	if err := os.Remove(empty); err != nil {
+		return err
 	}
 	own := []struct {
 		fd   int
 		name string
 		mode os.FileMode
-	}{{diskFD, "berth", 0o755}, {tmpFD, "tmp", 0o1777}}
+	}{{diskFD, "berth", 0o755}, {tmpFD, "tmp", os.ModeSticky | 0o777}}
 	for _, b := range own {
 		dst := filepath.Join(root, b.name)
 		if err := os.Mkdir(dst, 0o755); err != nil {
@@ -145,6 +159,9 @@ func setupRoot(cfg sandboxConfig) error {
 	}
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount proc: %w", err)
+	}
+	if err := maskProc(proc, filepath.Join(root, "dev", "null")); err != nil {
+		return err
 	}
 	if err := os.Chdir(root); err != nil {
 		return err
@@ -196,7 +213,7 @@ func setupDev(dev string) error {
 		return fmt.Errorf("mount devpts: %w", err)
 	}
 	shm := filepath.Join(dev, "shm")
-	if err := os.Mkdir(shm, 0o1777); err != nil {
+	if err := os.Mkdir(shm, 0o755); err != nil {
 		return err
 	}
 	if err := unix.Mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+shmSize); err != nil {
@@ -223,6 +240,9 @@ func setupDev(dev string) error {
 // wipeDir removes everything inside dir but not dir itself, coping with
 // directories a job made unwritable.
 func wipeDir(dir string) error {
+	if err := clearXattrs(dir); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -234,4 +254,57 @@ func wipeDir(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// clearXattrs removes every extended attribute of dir itself, POSIX ACLs
+// (system.posix_acl_access, system.posix_acl_default) included: a default
+// ACL a job put on /tmp would otherwise be inherited by the next job's
+// files, and user.* attributes would carry data from one job to the next.
+func clearXattrs(dir string) error {
+	size, err := unix.Llistxattr(dir, nil)
+	if err != nil || size == 0 {
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil
+		}
+		return err
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Llistxattr(dir, buf); err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
+		if err := unix.Lremovexattr(dir, name); err != nil && !errors.Is(err, unix.ENODATA) {
+			errs = append(errs, fmt.Errorf("remove extended attribute %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// maskedProc are the host-wide files and directories of /proc a job has no
+// business reading: the kernel command line (cloud images put tokens and
+// host paths there) and what container runtimes mask as well (key, timer
+// and scheduler lists that name the host's processes, hardware trees).
+var maskedProc = []string{"cmdline", "keys", "timer_list", "sched_debug", "latency_stats", "kcore", "acpi", "asound", "scsi", "sysrq-trigger"}
+
+// maskProc covers each masked /proc entry that exists: files with the
+// sandbox's /dev/null, directories with an empty read-only tmpfs. The
+// mounts are locked with the rest when commands start.
+func maskProc(proc, devNull string) error {
+	for _, name := range maskedProc {
+		p := filepath.Join(proc, name)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() {
+			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
+		} else {
+			err = unix.Mount(devNull, p, "", unix.MS_BIND, "")
+		}
+		if err != nil {
+			return fmt.Errorf("mask /proc/%s: %w", name, err)
+		}
+	}
+	return nil
 }

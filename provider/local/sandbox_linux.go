@@ -81,6 +81,12 @@ func runSandbox(log *slog.Logger) error {
 	cf.Close()
 	log = log.With("instance", cfg.ID)
 	signal.Ignore(fatalSignals...)
+	if err := limitNoFile(); err != nil {
+		return err
+	}
+	if err := setUserQuotas(); err != nil {
+		return err
+	}
 	// Nobody else may read this process's memory (it holds the host key)
 	// or its descriptors through /proc: jobs run as the same host uid, but
 	// without privileges in this user namespace.
@@ -154,7 +160,15 @@ func runSandbox(log *slog.Logger) error {
 	}
 	f.Close()
 
+	if err := limitProcs(cfg.NProc); err != nil {
+		return err
+	}
 	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs}
+	if cfg.DiskMax > 0 {
+		w := &diskWatch{limit: cfg.DiskMax, dirs: diskDirs, log: log,
+			over: func(used int64) { s.diskOver(used, cfg.DiskMax) }}
+		go w.run()
+	}
 	fmt.Fprintln(ready, "ready")
 	ready.Close()
 	log.Info("sandbox serving SSH", "addr", ln.Addr().String())

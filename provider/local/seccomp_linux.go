@@ -1,7 +1,9 @@
 package local
 
 import (
+	"encoding/binary"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -29,6 +31,92 @@ var deniedSyscalls = []string{
 	"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
 	"reboot", "swapon", "swapoff", "syslog", "acct", "quotactl", "lookup_dcookie",
 	"iopl", "ioperm",
+}
+
+// Refusals that depend on a system call's arguments, each with the errno
+// a program expects for something the kernel does not offer, so that
+// programs fall back instead of failing oddly.
+//
+// Sockets: AF_VSOCK shares the host's port space across every network
+// namespace (a channel out of network = "isolated"); AF_PACKET and
+// NETLINK_NETFILTER (nf_tables) are the kernel surface most local root
+// exploits through unprivileged namespaces go through.
+//
+// New network namespaces: a job is root in its own user namespace and could
+// make one, and be CAP_NET_ADMIN in it: nf_tables, veth, bridges, the rest
+// of that surface. Nothing a CI job needs does so. clone3 passes its flags
+// in memory a filter cannot read, so it fails with ENOSYS and the C library
+// falls back to clone, whose flags are checked (as container runtimes do).
+func argumentRules() []argRule {
+	cloneFlags := uint32(0) // clone's flags argument
+	if runtime.GOARCH == "s390x" {
+		cloneFlags = 1 // the first two arguments are swapped there
+	}
+	return []argRule{
+		{"socket", []argCond{{0, false, unix.AF_VSOCK}}, unix.EAFNOSUPPORT},
+		{"socket", []argCond{{0, false, unix.AF_PACKET}}, unix.EAFNOSUPPORT},
+		{"socket", []argCond{{0, false, unix.AF_NETLINK}, {2, false, unix.NETLINK_NETFILTER}}, unix.EPROTONOSUPPORT},
+		{"unshare", []argCond{{0, true, unix.CLONE_NEWNET}}, unix.EPERM},
+		{"clone", []argCond{{cloneFlags, true, unix.CLONE_NEWNET}}, unix.EPERM},
+		{"clone3", nil, unix.ENOSYS},
+	}
+}
+
+// argRule fails a system call with errno when all its conditions hold.
+type argRule struct {
+	name  string
+	conds []argCond
+	errno unix.Errno
+}
+
+// argCond compares the low 32 bits of one argument: equal to val, or with
+// the bits of val set. (The library's argument conditions do not reload
+// the system call number after comparing an argument, so later rules would
+// compare the wrong value; these are assembled here instead.)
+type argCond struct {
+	arg  uint32
+	bits bool
+	val  uint32
+}
+
+// assembleRules turns rules into BPF that returns at the first match and
+// falls through otherwise. Rules whose system call this architecture does
+// not have are skipped.
+func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
+	lo := uint32(0) // offset of an argument's low half within its 8 bytes
+	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
+		lo = 4
+	}
+	var out []bpf.Instruction
+	for _, r := range rules {
+		nr, ok := info.SyscallNames[r.name]
+		if !ok {
+			continue
+		}
+		block := []bpf.Instruction{
+			bpf.LoadAbsolute{Off: 0, Size: 4}, // seccomp_data.nr
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr)},
+		}
+		for _, c := range r.conds {
+			cond := bpf.JumpNotEqual
+			if c.bits {
+				cond = bpf.JumpBitsNotSet
+			}
+			block = append(block,
+				bpf.LoadAbsolute{Off: 16 + 8*c.arg + lo, Size: 4}, // seccomp_data.args[c.arg]
+				bpf.JumpIf{Cond: cond, Val: c.val})
+		}
+		block = append(block, bpf.RetConstant{Val: uint32(seccomp.ActionErrno) | uint32(r.errno)})
+		// Every jump leaves the block when its test fails.
+		for i, in := range block {
+			if j, ok := in.(bpf.JumpIf); ok {
+				j.SkipTrue = uint8(len(block) - 1 - i)
+				block[i] = j
+			}
+		}
+		out = append(out, block...)
+	}
+	return out
 }
 
 // loadSeccomp sets no_new_privs and installs the sandbox's seccomp filter on
@@ -63,6 +151,7 @@ func loadSeccomp() error {
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
 		bpf.RetConstant{Val: uint32(seccomp.ActionKillProcess)},
 	}
+	guard = append(guard, assembleRules(info, argumentRules())...)
 	raw, err := bpf.Assemble(append(guard, insts...))
 	if err != nil {
 		return fmt.Errorf("seccomp: assemble BPF: %w", err)

@@ -26,30 +26,36 @@ type sshd struct {
 	jobs     jobNS
 
 	recycling sync.Mutex
+	pending   *pending
+
+	// sessions are the open session channels, so that a job killed by the
+	// sandbox itself (disk_max) can be told why.
+	sessionsMu sync.Mutex
+	sessions   map[ssh.Channel]bool
+
+	// Failed handshakes are logged at most every few seconds, with a
+	// count: a flood must not fill the state dir's disk with log lines.
+	failMu     sync.Mutex
+	failed     int
+	failLogged time.Time
 }
 
 func (s *sshd) serve(ln net.Listener) error {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
-		}
-		go s.conn(c)
-	}
+	s.pending = &pending{max: maxPendingHandshakes, log: s.log}
+	return acceptLoop(ln, s.log, func(c net.Conn) {
+		go s.conn(s.pending.admit(c))
+	})
 }
 
-func (s *sshd) conn(c net.Conn) {
+func (s *sshd) conn(c *pendingConn) {
 	// A client that connects and never finishes the handshake must not pin
-	// a goroutine for ever.
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	// a goroutine and a descriptor for long; the pending table closes it
+	// sooner when others are waiting.
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	sc, chans, reqs, err := ssh.NewServerConn(c, s.config)
+	s.pending.done(c)
 	if err != nil {
-		s.log.Info("SSH handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		s.handshakeFailed(c, err)
 		c.Close()
 		return
 	}
@@ -67,6 +73,19 @@ func (s *sshd) conn(c net.Conn) {
 		}
 		go s.session(ch, creqs)
 	}
+}
+
+// handshakeFailed logs a failed SSH handshake, at most one line every 10
+// seconds with the count of failures since the last.
+func (s *sshd) handshakeFailed(c net.Conn, err error) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	s.failed++
+	if time.Since(s.failLogged) < 10*time.Second {
+		return
+	}
+	s.log.Info("SSH handshake failed", "remote", c.RemoteAddr().String(), "err", err, "failures_since_last_line", s.failed)
+	s.failed, s.failLogged = 0, time.Now()
 }
 
 // globalRequests answers connection-level requests: recycleRequest resets
@@ -98,6 +117,53 @@ func (s *sshd) globalRequests(reqs <-chan *ssh.Request) {
 	}
 }
 
+// track adds or removes an open session channel.
+func (s *sshd) track(ch ssh.Channel, open bool) {
+	s.sessionsMu.Lock()
+	defer s.sessionsMu.Unlock()
+	if s.sessions == nil {
+		s.sessions = map[ssh.Channel]bool{}
+	}
+	if open {
+		s.sessions[ch] = true
+	} else {
+		delete(s.sessions, ch)
+	}
+}
+
+// diskOver ends a job that went over disk_max: every open session is told
+// why on its stderr (waiting at most a second for clients that do not
+// read), then the sandbox is reset as between two jobs, which kills the
+// job's processes and frees the space at once.
+func (s *sshd) diskOver(used, limit int64) {
+	msg := []byte(diskMaxMessage(used, limit))
+	s.sessionsMu.Lock()
+	var wg sync.WaitGroup
+	for ch := range s.sessions {
+		wg.Add(1)
+		go func() { defer wg.Done(); ch.Stderr().Write(msg) }()
+	}
+	s.sessionsMu.Unlock()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	s.recycling.Lock()
+	defer s.recycling.Unlock()
+	// Stop the job first and empty the directories while its sessions
+	// are still open: when the client learns the job ended, the space is
+	// free already.
+	unix.Kill(-1, unix.SIGSTOP)
+	for _, d := range diskDirs {
+		wipeDir(d)
+	}
+	if err := recycle(s.hostname); err != nil {
+		s.log.Error("reset after disk_max", "err", err)
+	}
+}
+
 // signals maps SSH signal names (RFC 4254 6.9) to Unix signals.
 var signals = map[string]syscall.Signal{
 	"ABRT": unix.SIGABRT, "ALRM": unix.SIGALRM, "FPE": unix.SIGFPE,
@@ -111,6 +177,8 @@ var signals = map[string]syscall.Signal{
 // a signal request, or the client going away, reaches everything it
 // started.
 func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	s.track(ch, true)
+	defer s.track(ch, false)
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/berth", "USER=root", "LOGNAME=root", "SHELL=/bin/sh",
@@ -235,12 +303,20 @@ func (s *sshd) start(ch ssh.Channel, argv, env []string) (int, <-chan unix.WaitS
 		outW.Close()
 		return 0, nil, err
 	}
-	pid, wait, err := s.reaper.start("/bin/sh", argv, &os.ProcAttr{
+	attr := &os.ProcAttr{
 		Dir:   "/berth",
 		Env:   env,
 		Files: []*os.File{inR, outW, errW},
 		Sys:   s.jobs.sysProcAttr(),
-	})
+	}
+	pid, wait, err := s.reaper.start("/bin/sh", argv, attr)
+	// The kernel frees a user namespace, and gives back its place in the
+	// sandbox's quota (userQuotas), a moment after its last process is
+	// gone: right after a job that used them all, wait for that.
+	for try := 0; errors.Is(err, unix.ENOSPC) && try < 50; try++ {
+		time.Sleep(20 * time.Millisecond)
+		pid, wait, err = s.reaper.start("/bin/sh", argv, attr)
+	}
 	inR.Close()
 	outW.Close()
 	errW.Close()

@@ -4,9 +4,13 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,12 +67,151 @@ func main() {
 	case "settime":
 		tv := unix.Timeval{Sec: 946684800}
 		err = unix.Settimeofday(&tv)
+	case "taint":
+		err = taint(os.Args[2:])
+	case "xattrs":
+		for _, dir := range os.Args[2:] {
+			fmt.Printf("%s: %s\n", dir, xattrs(dir))
+		}
+		os.Exit(0)
+	case "unix":
+		var c net.Conn
+		c, err = net.DialTimeout("unix", os.Args[2], 3*time.Second)
+		if err == nil {
+			c.Close()
+		}
+	case "watch":
+		err = watch(os.Args[2], os.Args[3])
+	case "socket":
+		err = socket(os.Args[2])
+	case "userns":
+		err = hold(os.Args[2], userNamespace)
+	case "procs":
+		err = hold(os.Args[2], func() error { return startSleep(nil) })
+	case "inotify":
+		err = hold(os.Args[2], func() error { _, err := unix.InotifyInit1(unix.IN_CLOEXEC); return err })
 	default:
 		err = fmt.Errorf("unknown attack %q", os.Args[1])
+	}
+	for _, c := range children {
+		c.Kill()
+		c.Wait()
 	}
 	if err != nil {
 		fmt.Printf("blocked: %v\n", err)
 		os.Exit(1)
 	}
 	fmt.Println("WORKED")
+}
+
+// socket opens a socket of a family (and protocol) a sandbox refuses.
+func socket(kind string) error {
+	var fd int
+	var err error
+	switch kind {
+	case "vsock":
+		fd, err = unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+	case "packet":
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	case "nfnetlink":
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_NETFILTER)
+	default:
+		return fmt.Errorf("unknown socket kind %q", kind)
+	}
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// hold makes kernel objects with make, keeping them all, until it has made
+// n of them (the attack worked) or the kernel refuses one (it reports how
+// many it got).
+func hold(n string, mk func() error) error {
+	var want int
+	fmt.Sscan(n, &want)
+	for got := 0; got < want; got++ {
+		if err := mk(); err != nil {
+			return fmt.Errorf("refused after %d: %w", got, err)
+		}
+	}
+	fmt.Printf("held %s\n", n)
+	return nil
+}
+
+// userNamespace starts a process in a new user namespace and leaves it
+// running, which keeps the namespace alive.
+func userNamespace() error {
+	return startSleep(&syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER})
+}
+
+// startSleep starts a sleeping child and keeps it.
+func startSleep(attr *syscall.SysProcAttr) error {
+	cmd := exec.Command("/bin/sleep", "120")
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	children = append(children, cmd.Process)
+	return nil
+}
+
+// children are the processes an attack started; they are killed before it
+// exits, so that the job leaves nothing behind for the next attack.
+var children []*os.Process
+
+// taint leaves a user.* attribute and a default POSIX ACL (a named entry for uid 0, mapped in every sandbox)
+// on each directory, which new files would inherit.
+func taint(dirs []string) error {
+	le := binary.LittleEndian
+	acl := le.AppendUint32(nil, 2) // POSIX_ACL_XATTR_VERSION
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{1, 7, 0xffffffff}, {2, 7, 0}, {4, 5, 0xffffffff}, {0x10, 7, 0xffffffff}, {0x20, 5, 0xffffffff}} {
+		acl = le.AppendUint32(le.AppendUint16(le.AppendUint16(acl, e.tag), e.perm), e.id)
+	}
+	for _, dir := range dirs {
+		if err := unix.Setxattr(dir, "user.berth", []byte("leak"), 0); err != nil {
+			return fmt.Errorf("user xattr on %s: %w", dir, err)
+		}
+		if err := unix.Setxattr(dir, "system.posix_acl_default", acl, 0); err != nil {
+			return fmt.Errorf("default ACL on %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// xattrs lists the extended attribute names of dir.
+func xattrs(dir string) string {
+	buf := make([]byte, 4096)
+	n, err := unix.Listxattr(dir, buf)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(string(buf[:n]), "\x00", " ")), ",")
+}
+
+// watch waits up to d for an inotify event on path, which another tenant's
+// use of the file would cause.
+func watch(path, d string) error {
+	wait, err := time.ParseDuration(d)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_ALL_EVENTS); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n, _ := unix.Read(fd, buf); n > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("no event on %s in %s", path, d)
 }

@@ -1,0 +1,151 @@
+package local
+
+import (
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// diskDirs are the sandbox directories that live on the host's disk (the
+// state dir's file system) and count against disk_max. /dev/shm is a
+// size-limited tmpfs of its own.
+var diskDirs = []string{"/berth", "/tmp"}
+
+// defaultDiskShare is the share of the state dir's file system one instance
+// may fill when disk_max is not set.
+const defaultDiskShare = 4 // a quarter
+
+// parseSize reads "512M", "20G", "1T" or a plain number of bytes (binary
+// units).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	mult := int64(1)
+	for i, u := range []string{"K", "M", "G", "T"} {
+		if strings.HasSuffix(t, u) || strings.HasSuffix(t, u+"B") || strings.HasSuffix(t, u+"IB") {
+			t = strings.TrimRight(strings.TrimSuffix(t, "IB"), "KMGTB")
+			mult = 1 << (10 * (i + 1))
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size such as 20G, 512M or a number of bytes", s)
+	}
+	return n * mult, nil
+}
+
+// defaultDiskMax is a quarter of the size of the file system holding dir.
+func defaultDiskMax(dir string) int64 {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return 0
+	}
+	return int64(st.Blocks) * st.Bsize / defaultDiskShare
+}
+
+// diskUsage sums the space allocated to the files under dirs, counting a
+// file with several links once.
+func diskUsage(dirs []string) int64 {
+	type ino struct{ dev, ino uint64 }
+	seen := map[ino]bool{}
+	var total int64
+	for _, d := range dirs {
+		filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // vanished or unreadable: skip, keep counting
+			}
+			fi, err := e.Info()
+			if err != nil {
+				return nil
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok {
+				return nil
+			}
+			if st.Nlink > 1 && !e.IsDir() {
+				k := ino{st.Dev, st.Ino}
+				if seen[k] {
+					return nil
+				}
+				seen[k] = true
+			}
+			total += st.Blocks * 512
+			return nil
+		})
+	}
+	return total
+}
+
+// diskWatch enforces disk_max inside the sandbox. Walking the directories
+// costs time, so it walks every few seconds, and sooner when the file
+// system's free space fell by more than the room left under the limit (a
+// statfs every 100 ms, which is cheap): a job that writes fast is caught
+// within a fraction of a second of crossing the limit.
+type diskWatch struct {
+	limit int64
+	dirs  []string
+	log   *slog.Logger
+	// over is called with the usage when it exceeds the limit; it ends the
+	// job and empties the directories.
+	over func(used int64)
+}
+
+func (w *diskWatch) run() {
+	var used int64
+	var freeAtWalk int64 = -1
+	lastWalk := time.Time{}
+	every := 2 * time.Second
+	for ; ; time.Sleep(100 * time.Millisecond) {
+		free := freeBytes(w.dirs[0])
+		grew := freeAtWalk >= 0 && free >= 0 && freeAtWalk-free > w.limit-used
+		if !grew && time.Since(lastWalk) < every {
+			continue
+		}
+		start := time.Now()
+		used = diskUsage(w.dirs)
+		took := time.Since(start)
+		lastWalk, freeAtWalk = time.Now(), freeBytes(w.dirs[0])
+		// Walking a large tree must not become the sandbox's main work.
+		every = max(2*time.Second, 20*took)
+		if used > w.limit {
+			w.log.Warn("job over disk_max: killing it and emptying /berth and /tmp", "used", used, "disk_max", w.limit, "walk_took", took.String())
+			w.over(used)
+			used, freeAtWalk = 0, -1
+		}
+	}
+}
+
+// freeBytes is the space left on the file system of dir, or -1.
+func freeBytes(dir string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+// diskMaxMessage says why the job was killed and what to do.
+func diskMaxMessage(used, limit int64) string {
+	return fmt.Sprintf("\nberth: the job was killed: its files in /berth and /tmp take %s, over this instance's %s limit (provider_config disk_max); "+
+		"clean up as the job goes, or ask the berth operator for a larger disk_max\n", human(used), human(limit))
+}
+
+// human formats a byte count with a binary unit.
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
+}

@@ -1,0 +1,81 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// userQuotas are the per-user kernel object limits (/proc/sys/user/max_*)
+// PID 1 sets in the sandbox's user namespace. A new user namespace starts
+// with no limit of its own, and every object a job makes is also charged
+// to the user berth runs as on the host, whose limits all sandboxes share:
+// without these, one job could take all of them (every user namespace or
+// inotify instance berth's user may have) and break every other sandbox
+// and berth itself. The kernel charges each namespace level, so a job's own
+// nested namespaces cannot lift them.
+//
+// Every job session runs in one nested user and mount namespace of its own
+// (see jobNS), and a job may make a few more (a rootless build, an image
+// runner's per-job namespace): 64 leaves room for that and no more.
+var userQuotas = map[string]int{
+	"max_user_namespaces":   64,
+	"max_mnt_namespaces":    64,
+	"max_pid_namespaces":    64,
+	"max_uts_namespaces":    64,
+	"max_ipc_namespaces":    64,
+	"max_net_namespaces":    64, // creating one is refused by seccomp anyway
+	"max_cgroup_namespaces": 64,
+	"max_time_namespaces":   64,
+	"max_inotify_instances": 16,
+	"max_inotify_watches":   65536,
+	"max_fanotify_groups":   16,
+	"max_fanotify_marks":    8192,
+}
+
+// setUserQuotas writes userQuotas into the calling process's user
+// namespace, never above the value already there (the host's, inherited
+// as the effective ceiling). Names this kernel does not have are skipped.
+func setUserQuotas() error {
+	for name, want := range userQuotas {
+		path := "/proc/sys/user/" + name
+		b, err := os.ReadFile(path)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		cur, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return fmt.Errorf("parse %s: %w", path, err)
+		}
+		if cur <= want {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(strconv.Itoa(want)), 0); err != nil {
+			return fmt.Errorf("limit %s to %d: %w", path, want, err)
+		}
+	}
+	return nil
+}
+
+// limitProcs sets RLIMIT_NPROC (soft and hard) to n when n > 0. The kernel
+// counts a user's tasks per user namespace and checks every level against
+// the limit its creator had, so the job namespaces PID 1 creates from now
+// on are held to n tasks together, PID 1's own threads included: a fork
+// bomb fails with EAGAIN. At worst it starves PID 1 of threads, which ends
+// the job's own sandbox and nobody else's.
+func limitProcs(n int) error {
+	if n <= 0 {
+		return nil
+	}
+	l := unix.Rlimit{Cur: uint64(n), Max: uint64(n)}
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &l); err != nil {
+		return fmt.Errorf("set RLIMIT_NPROC to %d: %w", n, err)
+	}
+	return nil
+}
