@@ -80,6 +80,7 @@ type Manager struct {
 	tls   *tls.Config
 
 	jobs sync.WaitGroup
+	fds  fdUsage
 }
 
 // New opens the state, initialises the provider and the job sources, and
@@ -103,6 +104,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w.String())
 	}
+	raiseFileLimit(log)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w; pass a writable --state-dir", cfg.StateDir, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -88,7 +89,7 @@ idle_time = "1m"
 	start := time.Now()
 	submitAll(t, c, jobs)
 	submitted := time.Since(start)
-	allRunning := waitRunning(t, c, jobs, start)
+	allRunning := waitRunning(t, d, jobs, start)
 	// Let the start-up garbage be collected and the sockets settle before
 	// sampling; CPU is measured over a quiet window after that.
 	time.Sleep(10 * time.Second)
@@ -129,7 +130,7 @@ func submitAll(t *testing.T, c *api.Client, n int) {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				_, err := c.Submit(ctx, api.JobRequest{Script: "exec sleep 3600"})
+				_, err := c.Submit(ctx, api.JobRequest{Script: "exec sleep " + scaleSleep})
 				cancel()
 				if err != nil {
 					errs <- err
@@ -145,37 +146,30 @@ func submitAll(t *testing.T, c *api.Client, n int) {
 	}
 }
 
-// waitRunning polls the job list until n jobs run and returns how long
-// after start that was.
-func waitRunning(t *testing.T, c *api.Client, n int, start time.Time) time.Duration {
+// scaleSleep is the job's command line, told apart from every other
+// process on the host so that the test can count running jobs exactly.
+const scaleSleep = "7201"
+
+// waitRunning waits until n job scripts run (counted as processes on the
+// host: the API's "running" starts when berth takes a job, before its
+// sandbox boots) and returns how long after start that was.
+func waitRunning(t *testing.T, d *daemon, n int, start time.Time) time.Duration {
 	t.Helper()
 	deadline := start.Add(15 * time.Minute)
-	last := -1
+	last, checked := -1, time.Now()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		list, err := c.Jobs(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("list jobs: %v", err)
-		}
-		running, ended := 0, 0
-		for _, j := range list {
-			switch j.State {
-			case api.JobRunning:
-				running++
-			case api.JobQueued:
-			default:
-				ended++
-			}
-		}
-		if running == n {
+		running := countSleeps()
+		if running >= n {
 			return time.Since(start)
-		}
-		if ended > 0 {
-			t.Fatalf("%d jobs ended before all ran (they sleep an hour); see the berth log", ended)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d of %d jobs running after %s", running, n, time.Since(start))
+		}
+		if time.Since(checked) > 5*time.Second {
+			checked = time.Now()
+			if failed := jobsIn(t, d, api.JobFailed); failed > 0 {
+				t.Fatalf("%d jobs failed before all ran (they sleep two hours); see the berth log", failed)
+			}
 		}
 		if running/100 != last/100 {
 			t.Logf("%.1fs: %d running", time.Since(start).Seconds(), running)
@@ -183,6 +177,38 @@ func waitRunning(t *testing.T, c *api.Client, n int, start time.Time) time.Durat
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// countSleeps counts the processes on the host running the job script.
+func countSleeps() int {
+	want := "sleep\x00" + scaleSleep + "\x00"
+	procs, _ := os.ReadDir("/proc")
+	n := 0
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + p.Name() + "/cmdline"); err == nil && string(b) == want {
+			n++
+		}
+	}
+	return n
+}
+
+// jobsIn counts the jobs in a state through the API.
+func jobsIn(t *testing.T, d *daemon, state api.JobState) int {
+	req, _ := http.NewRequest("GET", "http://"+d.listen+"/api/v1/jobs?limit=0&state="+string(state), nil)
+	req.Header.Set("Authorization", "Bearer "+d.token())
+	resp, err := healthClient.Do(req)
+	if err != nil {
+		t.Fatalf("list %s jobs: %v", state, err)
+	}
+	defer resp.Body.Close()
+	var list api.JobList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatalf("list %s jobs: %v", state, err)
+	}
+	return len(list.Jobs)
 }
 
 // procSample is what /proc says about one process.
