@@ -291,7 +291,7 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 	}
 	sort.Strings(rec.EnvNames)
 	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env}
-	err := q.update(func(tx *bolt.Tx) error {
+	err := q.batch(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket(bucketJobs)
 		seq, err := jobs.NextSequence()
 		if err != nil {
