@@ -105,6 +105,9 @@ idle_time = "1m"
 		"berth: %d threads, RSS %.0f MiB (%.0f KiB per running job, %.0f KiB above idle), %d fds (%.2f per job), CPU %.3f cores",
 		jobs, instances, capacity, submitted.Round(time.Millisecond), allRunning.Seconds(),
 		after.threads, float64(after.rss)/(1<<20), perJob/1024, delta/1024, after.fds, float64(after.fds)/float64(jobs), cpu)
+	if n, rss := sandboxRSS(d); n > 0 {
+		t.Logf("SCALE %d sandbox processes, %.1f MiB RSS each on average (their own memory, outside berth)", n, float64(rss)/float64(n)/(1<<20))
+	}
 	if s := os.Getenv("BERTH_SCALE_PAUSE"); s != "" {
 		// Time to look at the running daemon (pprof, /proc) by hand.
 		pause, _ := time.ParseDuration(s)
@@ -263,4 +266,22 @@ func sampleProc(t *testing.T, pid int) procSample {
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	s.cpuTicks = ut + st
 	return s
+}
+
+// sandboxRSS sums the RSS of the daemon's sandbox processes.
+func sandboxRSS(d *daemon) (n int, rss int64) {
+	for pid := range sandboxProcesses(d) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+				n++
+				rss += kb << 10
+			}
+		}
+	}
+	return n, rss
 }
