@@ -90,6 +90,7 @@ idle_time = "1m"
 	submitAll(t, c, jobs)
 	submitted := time.Since(start)
 	allRunning := waitRunning(t, d, jobs, start)
+	running := sampleProc(t, pid)
 	// Let the start-up garbage be collected and the sockets settle before
 	// sampling; CPU is measured over a quiet window after that.
 	time.Sleep(10 * time.Second)
@@ -105,8 +106,10 @@ idle_time = "1m"
 		"berth: %d threads, RSS %.0f MiB (%.0f KiB per running job, %.0f KiB above idle), %d fds (%.2f per job), CPU %.3f cores",
 		jobs, instances, capacity, submitted.Round(time.Millisecond), allRunning.Seconds(),
 		after.threads, float64(after.rss)/(1<<20), perJob/1024, delta/1024, after.fds, float64(after.fds)/float64(jobs), cpu)
-	if n, rss := sandboxRSS(d); n > 0 {
-		t.Logf("SCALE %d sandbox processes, %.1f MiB RSS each on average (their own memory, outside berth)", n, float64(rss)/float64(n)/(1<<20))
+	if n, private, ticks := sandboxCost(d); n > 0 {
+		t.Logf("SCALE %d sandbox processes (outside berth): %.1f MiB private memory and %.0f ms CPU each on average; "+
+			"berth used %.1f CPU seconds from the first submit to all running",
+			n, float64(private)/float64(n)/(1<<20), float64(ticks)*1000/clockTicks/float64(n), float64(running.cpuTicks-idle.cpuTicks)/clockTicks)
 	}
 	if s := os.Getenv("BERTH_SCALE_PAUSE"); s != "" {
 		// Time to look at the running daemon (pprof, /proc) by hand.
@@ -268,20 +271,29 @@ func sampleProc(t *testing.T, pid int) procSample {
 	return s
 }
 
-// sandboxRSS sums the RSS of the daemon's sandbox processes.
-func sandboxRSS(d *daemon) (n int, rss int64) {
+// sandboxCost sums the private memory (RssAnon: the binary's text is
+// shared between all of them) and the CPU time of the daemon's sandbox
+// processes, including the shells and sleeps they reaped.
+func sandboxCost(d *daemon) (n int, private int64, cpuTicks int64) {
 	for pid := range sandboxProcesses(d) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
 				kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
 				n++
-				rss += kb << 10
+				private += kb << 10
+			}
+		}
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+			for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				cpuTicks += v
 			}
 		}
 	}
-	return n, rss
+	return n, private, cpuTicks
 }
