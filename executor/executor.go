@@ -49,6 +49,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/berth-ci/berth/internal/quietcopy"
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -533,52 +534,14 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 }
 
 // ReadFrom is how the SSH session copies output to the writer (io.Copy
-// prefers it). io.Copy would hold a 32 KiB buffer per stream for the whole
-// job, two per running job, mostly while the job prints nothing. Here a
-// quiet stream waits with a small buffer; a read that fills it means output
-// is flowing, and a pooled large buffer drains it until a short read.
+// prefers it): without it, io.Copy would hold a 32 KiB buffer per stream,
+// two per running job, for the whole job (see package quietcopy).
 func (s *syncWriter) ReadFrom(r io.Reader) (int64, error) {
-	var small [quietReadSize]byte
-	var total int64
-	for {
-		n, err := r.Read(small[:])
-		total += int64(n)
-		s.Write(small[:n])
-		if err == nil && n == len(small) {
-			var m int64
-			m, err = s.drain(r)
-			total += m
-		}
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
+	return quietcopy.Copy(writerOnly{s}, r)
 }
 
-// drain copies r with a pooled buffer while reads fill it.
-func (s *syncWriter) drain(r io.Reader) (int64, error) {
-	bp := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(bp)
-	buf := *bp
-	var total int64
-	for {
-		n, err := r.Read(buf)
-		total += int64(n)
-		s.Write(buf[:n])
-		if err != nil || n < len(buf) {
-			return total, err
-		}
-	}
-}
-
-// quietReadSize is the buffer a job's output stream waits with.
-const quietReadSize = 512
-
-// copyBuffers hold the buffers of output streams that are flowing.
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// writerOnly hides syncWriter's ReadFrom from the copy.
+type writerOnly struct{ io.Writer }
 
 func (s *syncWriter) writeErr() error {
 	s.mu.Lock()
