@@ -49,6 +49,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/berth-ci/berth/internal/quietcopy"
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -232,30 +233,40 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 		return -1, &SystemError{Instance: ci.ID, Op: "start script", Err: err}
 	}
 
+	// The wait happens on this goroutine, and the deadline and keepalive
+	// act through timers: a running job holds no goroutine of its own
+	// besides the SSH library's, which matters with thousands of them.
 	lost := &lostCause{}
-	kaCtx, stopKA := context.WithCancel(context.Background())
-	defer stopKA()
-	go r.keepAlive(kaCtx, client, lost)
-
-	waited := make(chan error, 1)
-	go func() { waited <- sess.Wait() }()
-
-	var waitErr error
-	select {
-	case waitErr = <-waited:
-	case <-runCtx.Done():
-		select {
-		case waitErr = <-waited:
+	stopKA := r.keepAlive(client, lost)
+	var (
+		mu             sync.Mutex
+		waited, killed bool
+	)
+	stopKill := context.AfterFunc(runCtx, func() {
+		mu.Lock()
+		if waited {
 			// The script ended as the deadline hit; its result stands.
-		default:
-			_ = sess.Signal(ssh.SIGKILL)
-			_ = sess.Close()
-			_ = client.Close()
-			<-waited
-			return -1, stopError(runCtx, ci, cmd)
+			mu.Unlock()
+			return
 		}
-	}
+		killed = true
+		mu.Unlock()
+		_ = sess.Signal(ssh.SIGKILL)
+		_ = sess.Close()
+		_ = client.Close()
+	})
+	waitErr := sess.Wait()
+	mu.Lock()
+	waited = true
+	mu.Unlock()
+	stopKill()
 	stopKA()
+	mu.Lock()
+	wasKilled := killed
+	mu.Unlock()
+	if wasKilled {
+		return -1, stopError(runCtx, ci, cmd)
+	}
 	if werr := out.writeErr(); werr != nil {
 		r.logger().Warn("job output dropped after a write error", "instance", ci.ID, "err", werr)
 	}
@@ -457,9 +468,11 @@ func (l *lostCause) get() error {
 	return l.err
 }
 
-// keepAlive pings the server while a command runs and closes the connection
-// once a ping goes unanswered, which makes the session's Wait return.
-func (r *Runner) keepAlive(ctx context.Context, client *ssh.Client, lost *lostCause) {
+// keepAlive pings the server every KeepAliveInterval until the returned
+// stop is called, and closes the connection once a ping goes unanswered
+// for KeepAliveTimeout, which makes the session's Wait return. It runs on
+// timers: a goroutine exists only while a ping is in flight.
+func (r *Runner) keepAlive(client *ssh.Client, lost *lostCause) (stop func()) {
 	interval := r.KeepAliveInterval
 	if interval <= 0 {
 		interval = DefaultKeepAliveInterval
@@ -468,38 +481,45 @@ func (r *Runner) keepAlive(ctx context.Context, client *ssh.Client, lost *lostCa
 	if timeout <= 0 {
 		timeout = DefaultKeepAliveTimeout
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		replied := make(chan error, 1)
-		go func() {
-			_, _, err := client.SendRequest("keepalive@openssh.com", true, nil)
-			replied <- err
-		}()
-		timer := time.NewTimer(timeout)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case err := <-replied:
-			timer.Stop()
-			if err != nil {
-				if ctx.Err() == nil {
-					lost.set(fmt.Errorf("keepalive failed: %w", err))
-					client.Close()
-				}
-				return
-			}
-		case <-timer.C:
-			lost.set(fmt.Errorf("no answer to keepalive within %s (the instance may be down or unreachable)", timeout))
+	var (
+		mu      sync.Mutex
+		stopped bool
+		tick    *time.Timer
+	)
+	giveUp := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			lost.set(err)
 			client.Close()
+		}
+	}
+	ping := func() {
+		silent := time.AfterFunc(timeout, func() {
+			giveUp(fmt.Errorf("no answer to keepalive within %s (the instance may be down or unreachable)", timeout))
+		})
+		_, _, err := client.SendRequest("keepalive@openssh.com", true, nil)
+		if !silent.Stop() {
+			return // timed out: the connection is closed
+		}
+		if err != nil {
+			giveUp(fmt.Errorf("keepalive failed: %w", err))
 			return
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			tick.Reset(interval)
+		}
+	}
+	mu.Lock()
+	tick = time.AfterFunc(interval, ping)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		tick.Stop()
 	}
 }
 
@@ -521,6 +541,16 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// ReadFrom is how the SSH session copies output to the writer (io.Copy
+// prefers it): without it, io.Copy would hold a 32 KiB buffer per stream,
+// two per running job, for the whole job (see package quietcopy).
+func (s *syncWriter) ReadFrom(r io.Reader) (int64, error) {
+	return quietcopy.Copy(writerOnly{s}, r)
+}
+
+// writerOnly hides syncWriter's ReadFrom from the copy.
+type writerOnly struct{ io.Writer }
 
 func (s *syncWriter) writeErr() error {
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -322,5 +323,29 @@ func TestShellQuoteRoundTrip(t *testing.T) {
 		if out.String() != v {
 			t.Errorf("ShellQuote(%q) came back as %q", v, out.String())
 		}
+	}
+}
+
+// Output arrives through a small buffer while a job is quiet and a large
+// one while it floods; either way every byte arrives, in order.
+func TestRunCopiesLargeAndTrickledOutputIntact(t *testing.T) {
+	srv := newTestServer(t)
+	out := newWatchWriter("")
+	// 200,000 numbered lines (about 1.3 MB) in one burst, then a trickle of
+	// short lines, then a line exactly as long as the quiet buffer.
+	script := "seq 1 200000\nfor i in 1 2 3; do echo tick $i; sleep 0.01; done\nprintf '%0511d\\n' 7"
+	code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: script, Output: out})
+	if err != nil || code != 0 {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+	var want strings.Builder
+	for i := 1; i <= 200000; i++ {
+		want.WriteString(strconv.Itoa(i))
+		want.WriteByte('\n')
+	}
+	want.WriteString("tick 1\ntick 2\ntick 3\n")
+	want.WriteString(strings.Repeat("0", 510) + "7\n")
+	if got := out.String(); got != want.String() {
+		t.Errorf("output differs: got %d bytes, want %d", len(got), want.Len())
 	}
 }

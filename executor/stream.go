@@ -44,9 +44,8 @@ func (r *Runner) Stream(ctx context.Context, ci provider.ConnectInfo, script str
 		return -1, "", &SystemError{Instance: ci.ID, Op: "start transfer", Err: err}
 	}
 	lost := &lostCause{}
-	kaCtx, stopKA := context.WithCancel(context.Background())
+	stopKA := r.keepAlive(client, lost)
 	defer stopKA()
-	go r.keepAlive(kaCtx, client, lost)
 	waited := make(chan error, 1)
 	go func() { waited <- sess.Wait() }()
 	var waitErr error

@@ -100,6 +100,9 @@ func (m *Manager) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	if err := m.queue.Health(); err != nil {
 		h.Problems = append(h.Problems, err.Error())
 	}
+	if p := m.fds.problem(); p != "" {
+		h.Problems = append(h.Problems, p)
+	}
 	if m.plugin != nil {
 		// A restarting plugin degrades berth but is no reason to restart
 		// berth (berth restarts the plugin itself), so the answer stays 200.

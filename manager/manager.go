@@ -92,6 +92,7 @@ type Manager struct {
 	jobs sync.WaitGroup
 	// glJobs records the GitLab jobs taken, for the job list (gitlabjobs.go).
 	glJobs gitlabJobs
+	fds    fdUsage
 }
 
 // New opens the state, initialises the provider and the job sources, and
@@ -115,6 +116,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w.String())
 	}
+	raiseFileLimit(log)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w; pass a writable --state-dir", cfg.StateDir, err)
 	}

@@ -7,6 +7,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -267,23 +268,39 @@ func (b *Bolt) Save(st scaler.State) error {
 	return nil
 }
 
+// replace makes bucket name hold exactly the n items. It writes only the
+// entries whose JSON changed and deletes the ones that are gone: the state
+// is saved on every booking, and rewriting every instance and booking each
+// time made a burst of N bookings cost O(N²) page writes.
 func replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) error {
-	if tx.Bucket(name) != nil {
-		if err := tx.DeleteBucket(name); err != nil {
-			return err
-		}
-	}
-	bk, err := tx.CreateBucket(name)
+	bk, err := tx.CreateBucketIfNotExists(name)
 	if err != nil {
 		return err
 	}
+	keep := make(map[string]bool, n)
 	for i := range n {
 		k, v := item(i)
 		data, err := encode(v)
 		if err != nil {
 			return err
 		}
+		keep[k] = true
+		if old := bk.Get([]byte(k)); old != nil && bytes.Equal(old, data) {
+			continue
+		}
 		if err := bk.Put([]byte(k), data); err != nil {
+			return err
+		}
+	}
+	var gone [][]byte
+	c := bk.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if !keep[string(k)] {
+			gone = append(gone, append([]byte(nil), k...))
+		}
+	}
+	for _, k := range gone {
+		if err := bk.Delete(k); err != nil {
 			return err
 		}
 	}

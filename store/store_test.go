@@ -127,3 +127,38 @@ func TestArrivalModelRoundTrip(t *testing.T) {
 		t.Fatalf("arrival model after reopen = %+v", got.Arrivals)
 	}
 }
+
+// Saves write only what changed; the saved state must still be exactly the
+// last one: changed entries updated, gone ones deleted, new ones added.
+func TestSaveKeepsExactlyTheLastStateWhenPartlyChanged(t *testing.T) {
+	b, err := Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	first := scaler.State{
+		Instances:    []scaler.InstanceRecord{{ID: "i1", Phase: "running"}, {ID: "i2", Phase: "running"}},
+		Reservations: []scaler.ReservationRecord{{Key: "k1", InstanceID: "i1"}, {Key: "k2", InstanceID: "i2"}},
+	}
+	if err := b.Save(first); err != nil {
+		t.Fatal(err)
+	}
+	second := scaler.State{
+		Instances:    []scaler.InstanceRecord{{ID: "i1", Phase: "suspending", UseCount: 1}, {ID: "i3", Phase: "creating"}},
+		Reservations: []scaler.ReservationRecord{{Key: "k1", InstanceID: "i1", Acquired: true}},
+	}
+	if err := b.Save(second); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := b.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Instances) != 2 || got.Instances[0].ID != "i1" || got.Instances[0].Phase != "suspending" ||
+		got.Instances[0].UseCount != 1 || got.Instances[1].ID != "i3" {
+		t.Errorf("instances = %+v, want i1 suspending (use 1) and i3", got.Instances)
+	}
+	if len(got.Reservations) != 1 || got.Reservations[0].Key != "k1" || !got.Reservations[0].Acquired {
+		t.Errorf("reservations = %+v, want k1 acquired only", got.Reservations)
+	}
+}

@@ -132,7 +132,7 @@ func (j *Job) cancel() {
 // Started records the instance the job runs on, so `berth jobs` shows it
 // while the job runs.
 func (j *Job) Started(instance string) {
-	err := j.q.update(func(tx *bolt.Tx) error {
+	err := j.q.batch(func(tx *bolt.Tx) error {
 		rec, err := loadRecord(tx, j.key)
 		if err != nil || rec == nil || rec.State != api.JobRunning {
 			return err

@@ -320,7 +320,7 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 	}
 	sort.Strings(rec.EnvNames)
 	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env, Image: req.Image, Services: req.Services}
-	err := q.update(func(tx *bolt.Tx) error {
+	err := q.batch(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket(bucketJobs)
 		seq, err := jobs.NextSequence()
 		if err != nil {
@@ -374,13 +374,27 @@ func (q *Queue) Request(ctx context.Context) (jobsource.Job, error) {
 }
 
 // take marks the queued job that pick chooses (nil: none) running and hands
-// it out. pick runs inside the write transaction.
+// it out. pick runs in a read transaction, then again inside the write
+// transaction, and must not change anything.
 func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte) (jobsource.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if q.isClosed() {
 		return nil, ErrClosed
+	}
+	// Look first in a read transaction: a write transaction costs a
+	// commit and an fsync even when it changes nothing, and the manager
+	// asks for a resume job before every plain one.
+	var found bool
+	if err := q.db.View(func(tx *bolt.Tx) error {
+		found = pick(tx.Bucket(bucketQueued).Cursor()) != nil
+		return nil
+	}); err != nil {
+		return nil, q.storeError("look for a queued job", err)
+	}
+	if !found {
+		return nil, nil
 	}
 	now := time.Now().UTC()
 	var rec *record

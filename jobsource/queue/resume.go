@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,7 +21,12 @@ var _ jobsource.Resumer = (*Queue)(nil)
 func (q *Queue) RequestResume(ctx context.Context, runnable func(envKey string) bool) (jobsource.Job, error) {
 	return q.take(ctx, func(c *bolt.Cursor) []byte {
 		tx := c.Bucket().Tx()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			// The index marks resume jobs: decode only those (a burst
+			// of thousands of plain jobs made every call decode them all).
+			if !bytes.Equal(v, queuedResume) {
+				continue
+			}
 			rec, err := loadRecord(tx, k)
 			if err != nil || rec == nil || rec.State != api.JobQueued || rec.Resume == "" {
 				continue // take reports broken entries when it meets them first

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-ci/berth/jobroot"
+	"github.com/berth-ci/berth/internal/quietcopy"
 )
 
 // sshd is the sandbox's SSH server: sessions with env, exec and shell
@@ -332,8 +333,10 @@ func (s *sshd) start(ch ssh.Channel, argv, env []string) (int, <-chan unix.WaitS
 	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { io.Copy(ch, outR); outR.Close(); wg.Done() }()
-	go func() { io.Copy(ch.Stderr(), errR); errR.Close(); wg.Done() }()
+	// The output streams live as long as the command, mostly idle:
+	// quietcopy waits with a small buffer where io.Copy holds 32 KiB.
+	go func() { quietcopy.Copy(ch, outR); outR.Close(); wg.Done() }()
+	go func() { quietcopy.Copy(ch.Stderr(), errR); errR.Close(); wg.Done() }()
 	done := make(chan unix.WaitStatus, 1)
 	go func() {
 		ws := <-wait
