@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/console"
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/fleet"
 	"github.com/berth-ci/berth/jobsource"
@@ -78,6 +79,8 @@ type Manager struct {
 	auth  *authenticator
 	hosts hostPolicy
 	tls   *tls.Config
+
+	console *console.Console // the web console at /ui/ (console.go)
 
 	jobs sync.WaitGroup
 }
@@ -186,13 +189,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		Logger:         log,
 		ReadyHook:      m.readyHook,
 		UpdateInterval: opts.UpdateInterval,
-		Observe:        m.metrics.Observe,
+		Observe:        m.observe,
 	})
 
 	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"), queue.WithLogger(log), queue.WithResumeCheck(m.checkResumeKey))
 	if err != nil {
 		return nil, err
 	}
+	m.setupConsole()
 	for _, s := range cfg.Sources {
 		switch s.Kind {
 		case config.SourceQueue:
@@ -276,6 +280,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	fleetDone := make(chan struct{})
 	go func() { m.fleet.Run(fleetCtx); close(fleetDone) }()
+	go m.console.Run(fleetCtx)
 	go func() { // a restarted plugin is reconciled by a listing at once
 		for {
 			select {
@@ -491,6 +496,7 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 	spec := job.Spec()
 	log := m.log.With("job", job.ID(), "key", key)
 	finish := func(r jobsource.Result) {
+		m.consoleJobFinished(job, r)
 		m.metrics.Jobs.WithLabelValues(resultLabel(r)).Inc()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -523,6 +529,7 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		return
 	}
 	job.Started(acq.Instance)
+	m.consoleJobStarted(job, acq.Instance)
 	if w, ok := job.(interface{ CreatedAt() time.Time }); ok {
 		m.metrics.QueueWait.Observe(time.Since(w.CreatedAt()).Seconds())
 	}
