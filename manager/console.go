@@ -117,9 +117,12 @@ type bodyRecorder struct {
 	body   []byte
 }
 
-func (b *bodyRecorder) Header() http.Header         { return b.header }
-func (b *bodyRecorder) WriteHeader(int)             {}
-func (b *bodyRecorder) Write(p []byte) (int, error) { b.body = append(b.body, p...); return len(p), nil }
+func (b *bodyRecorder) Header() http.Header { return b.header }
+func (b *bodyRecorder) WriteHeader(int)     {}
+func (b *bodyRecorder) Write(p []byte) (int, error) {
+	b.body = append(b.body, p...)
+	return len(p), nil
+}
 
 func (b *bodyRecorder) json() any {
 	var v any
