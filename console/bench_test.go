@@ -75,15 +75,16 @@ func BenchmarkConsole(b *testing.B) {
 	}
 }
 
-// fillWeek records a week of samples every 5 s, n job starts with waits
+// fillWeek records a week of samples every 5 s of a fleet the size of views, n job starts with waits
 // and a decision every 10 minutes, as a busy berth would have.
 func fillWeek(h *History, views []scaler.InstanceView, n int) {
+	size := len(views)
 	now := time.Now()
 	start := now.Add(-7 * 24 * time.Hour)
 	for t := start; t.Before(now); t = t.Add(5 * time.Second) {
-		busy := 250 + int(200*float64(t.Hour()%12)/12)
-		h.Sample(t, scaler.Counts{InstancesByPhase: map[string]int{"ready": busy, "booting": 20, "suspended": 30},
-			Slots: map[string]int{scaler.SlotAcquired: busy - 40, scaler.SlotIdle: 40}})
+		busy := size/2 + int(float64(size)*0.4*float64(t.Hour()%12)/12)
+		h.Sample(t, scaler.Counts{InstancesByPhase: map[string]int{"ready": busy, "booting": 1 + size/25, "suspended": 1 + size/16},
+			Slots: map[string]int{scaler.SlotAcquired: busy * 9 / 10, scaler.SlotIdle: busy - busy*9/10}})
 	}
 	for i := range n {
 		t := start.Add(time.Duration(i) * 7 * 24 * time.Hour / time.Duration(n))

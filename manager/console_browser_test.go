@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,46 +16,8 @@ import (
 
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/internal/browsertest"
 )
-
-// screenshotDirEnv names a directory to write a screenshot of each console
-// page to (docs/ holds the ones made so); unset, none is written.
-const screenshotDirEnv = "BERTH_CONSOLE_SCREENSHOTS"
-
-// newChromium starts Debian's chromium headless with a throw-away profile
-// and returns a tab's context. Without chromium the test is skipped
-// (.ci/run installs it).
-func newChromium(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium is not installed (apt-get install chromium; .ci/run does): the console's browser tests need it")
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	}
-	if os.Geteuid() == 0 { // chromium refuses to run as root with its sandbox
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
 
 // startBerthAt runs berth (local provider, real jobs) and returns it with
 // its base URL.
@@ -91,36 +52,12 @@ func startBerthAt(t *testing.T, toml string) (*Manager, string) {
 	return m, "http://" + addr
 }
 
-// signInBrowser signs in through the login form as a person would.
-func signInBrowser(ctx context.Context, base, token string) error {
-	return chromedp.Do(ctx,
-		chromedp.Navigate(base+"/ui/"),
-		chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), token),
-		chromedp.Click(chromedp.CSS("#signin")),
-		chromedp.WaitVisible(chromedp.CSS("#page-fleet")),
-	)
-}
-
-// waitFor polls a JavaScript predicate in the page.
-func waitFor(ctx context.Context, what, js string) error {
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(90*time.Second))); err != nil {
-		return fmt.Errorf("waiting for %s: %w", what, err)
-	}
-	return nil
-}
-
-func bodyText(ctx context.Context) string {
-	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-	return s
-}
-
 // TestConsoleInBrowser drives the console in chromium against a berth
 // that runs real jobs in local sandboxes: nothing shows before sign-in,
 // an instance and a job appear without a reload, a job's log streams, and
 // a submitter sees only its own jobs.
 func TestConsoleInBrowser(t *testing.T) {
-	ctx := newChromium(t)
+	ctx := browsertest.New(t)
 	m, base := startBerthAt(t, "[autoscaler]\nmax_instances = 2\n")
 	admin, err := api.ReadTokenFile(api.TokenPath(m.cfg.StateDir))
 	if err != nil {
@@ -141,7 +78,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("jobs from the page before sign-in: %d, %v; want 401", status, err)
 	}
 
-	if err := signInBrowser(ctx, base, admin); err != nil {
+	if err := browsertest.SignIn(ctx, base, admin); err != nil {
 		t.Fatal(err)
 	}
 	// Mark the page: a reload would lose the mark.
@@ -152,35 +89,33 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, "an instance on the fleet page", `document.querySelectorAll("#instances tbody tr").length > 0`); err != nil {
-		t.Fatalf("%v\n%s", err, bodyText(ctx))
+	if err := browsertest.WaitFor(ctx, "an instance on the fleet page", `document.querySelectorAll("#instances tbody tr").length > 0`); err != nil {
+		t.Fatalf("%v\n%s", err, browsertest.BodyText(ctx))
 	}
-	shot(t, ctx, "fleet")
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#nav-jobs"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, "the job on the jobs page", fmt.Sprintf(`!!document.getElementById("job-queue-%s")`, job.ID)); err != nil {
-		t.Fatalf("%v\n%s", err, bodyText(ctx))
+	if err := browsertest.WaitFor(ctx, "the job on the jobs page", fmt.Sprintf(`!!document.getElementById("job-queue-%s")`, job.ID)); err != nil {
+		t.Fatalf("%v\n%s", err, browsertest.BodyText(ctx))
 	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#job-queue-"+job.ID))); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, "the job's log", `document.getElementById("log").textContent.includes("second-line")`); err != nil {
+	if err := browsertest.WaitFor(ctx, "the job's log", `document.getElementById("log").textContent.includes("second-line")`); err != nil {
 		log, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#log")))
 		t.Fatalf("%v; log so far: %q", err, log)
 	}
-	if err := waitFor(ctx, "the job's success", fmt.Sprintf(`document.querySelector("#job-queue-%s .state").textContent == "success"`, job.ID)); err != nil {
-		t.Fatalf("%v\n%s", err, bodyText(ctx))
+	browsertest.Screenshot(t, ctx, "jobs")
+	if err := browsertest.WaitFor(ctx, "the job's success", fmt.Sprintf(`document.querySelector("#job-queue-%s .state").textContent == "success"`, job.ID)); err != nil {
+		t.Fatalf("%v\n%s", err, browsertest.BodyText(ctx))
 	}
-	shot(t, ctx, "jobs")
 	for _, page := range []string{"waits", "decisions", "health"} {
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#nav-"+page)), chromedp.WaitVisible(chromedp.CSS("#page-"+page))); err != nil {
 			t.Fatal(err)
 		}
-		shot(t, ctx, page)
 	}
-	if err := waitFor(ctx, "the health page", `document.getElementById("health").textContent.includes("state_dir")`); err != nil {
-		t.Errorf("%v\n%s", err, bodyText(ctx))
+	if err := browsertest.WaitFor(ctx, "the health page", `document.getElementById("health").textContent.includes("state_dir")`); err != nil {
+		t.Errorf("%v\n%s", err, browsertest.BodyText(ctx))
 	}
 	if mark, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`window.berthMark || 0`)); mark != 1 {
 		t.Error("the page reloaded: the console should update in place")
@@ -201,17 +136,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := signInBrowser(ctx, base, bob); err != nil {
+	if err := browsertest.SignIn(ctx, base, bob); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#nav-jobs"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, "bob's job", fmt.Sprintf(`!!document.getElementById("job-queue-%s")`, bobJob.ID)); err != nil {
-		t.Fatalf("%v\n%s", err, bodyText(ctx))
+	if err := browsertest.WaitFor(ctx, "bob's job", fmt.Sprintf(`!!document.getElementById("job-queue-%s")`, bobJob.ID)); err != nil {
+		t.Fatalf("%v\n%s", err, browsertest.BodyText(ctx))
 	}
 	rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#jobs tbody tr").length`))
-	if text := bodyText(ctx); rows != 1 || strings.Contains(text, "hello-from-the-console-test") {
+	if text := browsertest.BodyText(ctx); rows != 1 || strings.Contains(text, "hello-from-the-console-test") {
 		t.Errorf("bob sees %d jobs; want only his own:\n%s", rows, text)
 	}
 }
@@ -230,19 +165,3 @@ func addSubmitterToken(t *testing.T, stateDir, name string) string {
 	return tok
 }
 
-// shot writes a PNG of the page to $BERTH_CONSOLE_SCREENSHOTS/console-NAME.png.
-func shot(t *testing.T, ctx context.Context, name string) {
-	dir := os.Getenv(screenshotDirEnv)
-	if dir == "" {
-		return
-	}
-	chromedp.Do(ctx, chromedp.Sleep(700*time.Millisecond)) // let the charts draw
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Errorf("screenshot of %s: %v", name, err)
-		return
-	}
-	if err := os.WriteFile(filepath.Join(dir, "console-"+name+".png"), png, 0o644); err != nil {
-		t.Error(err)
-	}
-}

@@ -68,7 +68,7 @@
     const width = Math.max(400, el.clientWidth || 900);
     const o = Object.assign({
       width, height: 240, series: [{}].concat(series),
-      axes: [{}, { size: 50 }],
+      axes: [{}, { size: 60 }],
       scales: { x: { time: true } },
       cursor: { drag: { x: true, y: false, setScale: false } },
       hooks: {
@@ -178,13 +178,17 @@
         { label: "p95", stroke: "#f9a825", width: 2, points: { show: true } },
         { label: "p99", stroke: "#c62828", width: 2, points: { show: true } },
         { label: "jobs", stroke: "#9e9e9e", scale: "n", width: 1 }],
-      [w.t, w.p50, w.p95, w.p99, w.jobs], { axes: [{}, { size: 50 }, { scale: "n", side: 1, grid: { show: false } }] });
+      [w.t, w.p50, w.p95, w.p99, w.jobs], { axes: [{}, { size: 60 }, { scale: "n", side: 1, grid: { show: false } }] });
       const c = d.cost;
-      const step = uPlot.paths.stepped({ align: 1 });
+      // Stacked bars: each bar is drawn over the taller one behind it.
+      const bars = uPlot.paths.bars({ size: [0.6, 80] });
+      const hb = c.hot_h.map((v, i) => +(v + c.booting_h[i]).toFixed(2));
+      const all = hb.map((v, i) => +(v + c.suspended_h[i]).toFixed(2));
       chart("chart-cost", "", [
-        { label: "hot h", stroke: colors.hot, width: 2, paths: step },
-        { label: "booting h", stroke: colors.booting, width: 2, paths: step },
-        { label: "suspended h", stroke: colors.suspended, width: 2, paths: step }], [c.t, c.hot_h, c.booting_h, c.suspended_h]);
+        { label: "+ suspended h", stroke: colors.suspended, fill: colors.suspended + "99", paths: bars, points: { show: false } },
+        { label: "+ booting h", stroke: colors.booting, fill: colors.booting + "cc", paths: bars, points: { show: false } },
+        { label: "hot h", stroke: colors.hot, fill: colors.hot + "cc", paths: bars, points: { show: false } }],
+      [c.t, all, hb, c.hot_h], { scales: { x: { time: true, range: (u, mn, mx) => [mn - 43200, mx + 43200] }, y: { range: (u, mn, mx) => [0, Math.max(1, mx * 1.1)] } } });
       $("#cost tbody").innerHTML = c.t.map((t, i) => "<tr><td>" + ts(t * 1000).slice(0, 10) + '</td><td class="num">' + c.hot_h[i] + '</td><td class="num">' +
         c.booting_h[i] + '</td><td class="num">' + c.suspended_h[i] + '</td><td class="num">' + (c.util[i] == null ? "" : Math.round(c.util[i] * 100) + "%") + "</td></tr>").join("");
       chart("chart-util", "waits", [{ label: "utilization", stroke: "#6a1b9a", width: 2 }], [d.util.t, d.util.util], { scales: { x: { time: true }, y: { range: [0, 1] } } });
