@@ -28,7 +28,7 @@ import (
 // BERTH_CONSOLE_SCREENSHOTS=DIR it writes the screenshots in docs/ (the
 // jobs page's comes from the manager's TestConsoleInBrowser):
 //
-//	BERTH_CONSOLE_SCREENSHOTS=$PWD/docs go test ./console ./manager -run 'TestAWeekInTheBrowser|TestConsoleInBrowser' 
+//	BERTH_CONSOLE_SCREENSHOTS=$PWD/docs go test ./console ./manager -run 'TestAWeekInTheBrowser|TestConsoleInBrowser'
 func TestAWeekInTheBrowser(t *testing.T) {
 	ctx := browsertest.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -164,4 +164,3 @@ func addSubmitterToken(t *testing.T, stateDir, name string) string {
 	}
 	return tok
 }
-
