@@ -27,6 +27,7 @@ func newBenchCmd() *cobra.Command {
 		maxDuration time.Duration
 		asJSON      bool
 		svgFile     string
+		htmlFile    string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --trace FILE [flags]",
@@ -68,7 +69,7 @@ policy did over time.`,
 			}
 			jobs = bench.CapDurations(jobs, maxDuration)
 			var samples []bench.Sample
-			if svgFile != "" {
+			if svgFile != "" || htmlFile != "" {
 				cfg.Timeline = func(s bench.Sample) { samples = append(samples, s) }
 			}
 			// --target-wait lets berth size the pools: unless told
@@ -92,6 +93,11 @@ policy did over time.`,
 			res.MaxDurationS = maxDuration.Seconds()
 			if svgFile != "" {
 				if err := writeBenchSVG(svgFile, samples, res); err != nil {
+					return err
+				}
+			}
+			if htmlFile != "" {
+				if err := writeBenchHTML(htmlFile, samples, res); err != nil {
 					return err
 				}
 			}
@@ -130,6 +136,7 @@ policy did over time.`,
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the simulated cloud")
 	f.DurationVar(&cfg.PollInterval, "poll-interval", def.PollInterval, "how often the provider is listed (a state change is seen this late)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.StringVar(&htmlFile, "html", "", "also write an HTML report with zoomable charts (as the web console's) of the replay into this file")
 	f.StringVar(&svgFile, "svg", "", "also draw demand, hot, suspended and booting instances and the wait over time into this SVG file")
 	cmd.AddCommand(newBenchConvertCmd())
 	return cmd
