@@ -160,7 +160,9 @@ func bucketWidth(p *svgPlot) string {
 	return d.String()
 }
 
-func trimFloat(v float64) string { return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".") }
+func trimFloat(v float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+}
 
 // configLine names the trace and the settings that shaped the replay.
 func configLine(res Result) string {
