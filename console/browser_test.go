@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/berth-ci/berth/api"
@@ -83,6 +84,7 @@ func TestAWeekInTheBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	browsertest.Screenshot(t, ctx, "fleet")
+	zoomFleetChart(t, ctx)
 	for _, page := range []string{"jobs", "waits", "decisions", "health"} {
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#nav-"+page)), chromedp.WaitVisible(chromedp.CSS("#page-"+page))); err != nil {
 			t.Fatal(err)
@@ -106,5 +108,33 @@ func TestAWeekInTheBrowser(t *testing.T) {
 	}
 	if text := browsertest.BodyText(ctx); !strings.Contains(text, "Health") {
 		t.Errorf("health page: %s", text)
+	}
+}
+
+// zoomFleetChart drags across the middle fifth of the fleet chart and
+// checks that the page asked the server for that range, which answers
+// with finer buckets.
+func zoomFleetChart(t *testing.T, ctx context.Context) {
+	t.Helper()
+	box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.querySelector("#chart-fleet .u-over").getBoundingClientRect(); return [r.left, r.top, r.width, r.height] })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x0, x1, y := box[0]+box[2]*0.4, box[0]+box[2]*0.6, box[1]+box[3]/2
+	if err := chromedp.Do(ctx,
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x0, y),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, x0, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, (x0+x1)/2, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x1, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, x1, y, chromedp.ButtonLeft),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// The zoomed request spans about a fifth of the week (33.6 h; the
+	// page first asked for 24 h, then 7 d).
+	zoomed := `performance.getEntriesByType("resource").map(e => new URL(e.name)).some(u => u.pathname == "/ui/api/fleet" &&
+		(u.searchParams.get("to") - u.searchParams.get("from")) > 26*3600 && (u.searchParams.get("to") - u.searchParams.get("from")) < 48*3600)`
+	if err := browsertest.WaitFor(ctx, "a request for the zoomed range", zoomed); err != nil {
+		t.Fatal(err)
 	}
 }
