@@ -2,8 +2,12 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -12,8 +16,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/config"
 )
 
 // browser is an HTTP client that keeps cookies and does not follow
@@ -238,5 +244,55 @@ func (s *apiServer) removeSubmitter(t *testing.T, name string) {
 	t.Helper()
 	if err := os.Remove(filepath.Join(s.dir, api.TokensDirName, name)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConsoleOverTLS signs in over berth's TLS listener: the console is
+// on the API's listener, and its cookie is marked Secure there.
+func TestConsoleOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir, "berth.test")
+	cfg, err := config.Parse([]byte(fmt.Sprintf("listen = \"127.0.0.1:0\"\nstate_dir = %q\ntls_cert_file = %q\ntls_key_file = %q\n[autoscaler]\nprovider = \"sim\"\n",
+		filepath.Join(dir, "state"), certFile, keyFile)), filepath.Join(dir, "berth.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	m, err := New(ctx, cfg, slog.New(slog.DiscardHandler), Options{Ready: ready, ShutdownGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	addr := <-ready
+	_, port, _ := net.SplitHostPort(addr)
+	tok, err := api.ReadTokenFile(filepath.Join(dir, "state", "api-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, "https://berth.test:"+port)
+	b.c.Transport = &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}
+	resp, body := b.signIn(tok)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in over TLS: %d %s", resp.StatusCode, body)
+	}
+	secure := false
+	for _, c := range resp.Cookies() {
+		if c.Name == "berth_session" {
+			secure = c.Secure
+		}
+	}
+	if !secure {
+		t.Error("the session cookie over TLS is not Secure")
+	}
+	if resp, body := b.do("GET", "/ui/api/fleet", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("fleet over TLS: %d %s", resp.StatusCode, body)
 	}
 }
