@@ -66,7 +66,9 @@ type instanceRow struct {
 	Group        string         `json:"group"`
 	Uses         int            `json:"uses"`
 	EnvKey       string         `json:"env_key,omitempty"`
-	AgeS         int64          `json:"age_s"`
+	// Created rather than an age: an age changes every second, and with it
+	// the ETag, so no poll would ever be answered 304.
+	Created      time.Time      `json:"created_at"`
 	Slots        map[string]int `json:"slots"`
 	DeleteReason string         `json:"delete_reason,omitempty"`
 	LastError    string         `json:"last_error,omitempty"`
@@ -83,7 +85,6 @@ type fleetPage struct {
 
 func (c *Console) serveFleet(w http.ResponseWriter, r *http.Request, _ *session, p api.Principal) {
 	from, to := c.timeRange(r, 24*time.Hour)
-	now := c.opts.Clock()
 	page := fleetPage{Now: map[string]int{}, Series: c.hist.Fleet(from, to)}
 	for _, g := range groupNames {
 		page.Now[g] = 0
@@ -94,7 +95,7 @@ func (c *Console) serveFleet(w http.ResponseWriter, r *http.Request, _ *session,
 	for _, v := range views {
 		g := groupNames[groupOf(v.Phase)]
 		page.Now[g]++
-		row := instanceRow{ID: v.ID, Phase: v.Phase, Group: g, Uses: v.UseCount, AgeS: int64(now.Sub(v.Created).Seconds()),
+		row := instanceRow{ID: v.ID, Phase: v.Phase, Group: g, Uses: v.UseCount, Created: v.Created.UTC().Truncate(time.Second),
 			Slots: v.Slots, DeleteReason: string(v.DeleteReason), LastError: v.LastError, Jobs: visibleJobs(p, c.hist.instJobs[v.ID])}
 		if v.Env != "" && c.ownsEnv(p, v.Env) {
 			row.EnvKey = v.Env

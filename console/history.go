@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/scaler"
 )
 
@@ -277,4 +278,19 @@ func (h *History) Version() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.version
+}
+
+// Backfill counts the waits of jobs that started within the last week, so
+// that the waits chart survives a restart: the queue keeps its jobs, the
+// history only memory.
+func (h *History) Backfill(now time.Time, jobs []api.Job) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	weekAgo := now.Add(-7 * 24 * time.Hour)
+	for _, j := range jobs {
+		if j.StartedAt != nil && j.StartedAt.After(weekAgo) {
+			h.addWait(*j.StartedAt, j.StartedAt.Sub(j.CreatedAt))
+		}
+	}
+	h.version++
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/scaler"
 )
 
@@ -161,5 +162,27 @@ func TestDeletedInstancesKeepTheirJobs(t *testing.T) {
 	// Waits of sources that cannot say (negative) are not counted.
 	if w := h.Waits(t0, t0.Add(time.Hour)); w.Jobs[0] != 1 {
 		t.Errorf("waits counted %d jobs; want 1 (the GitLab job has no wait)", w.Jobs[0])
+	}
+}
+
+func TestBackfillCountsTheLastWeeksWaits(t *testing.T) {
+	h := NewHistory()
+	now := t0.Add(8 * 24 * time.Hour)
+	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
+	h.Backfill(now, []api.Job{
+		{ID: "1", CreatedAt: now.Add(-time.Hour - 30*time.Second), StartedAt: at(-time.Hour)},
+		{ID: "2", CreatedAt: now.Add(-8 * 24 * time.Hour), StartedAt: at(-8*24*time.Hour + time.Second)}, // older than a week
+		{ID: "3", CreatedAt: now.Add(-time.Minute)},                                                      // still queued
+	})
+	w := h.Waits(now.Add(-2*time.Hour), now)
+	total, p50 := 0, 0.0
+	for i, n := range w.Jobs {
+		total += n
+		if n > 0 {
+			p50 = *w.P50[i]
+		}
+	}
+	if total != 1 || p50 != 30 {
+		t.Errorf("backfilled %d waits (%v); want the one of 30 s from the last week", total, w.P50)
 	}
 }

@@ -37,7 +37,15 @@ func (m *Manager) setupConsole() {
 		EnvOwner:     m.queue.EnvOwner,
 		Logger:       m.log,
 	})
+	// The newest jobs' waits, so the waits chart survives a restart.
+	if jobs, err := m.queue.List("", backfillJobs); err == nil {
+		m.console.History().Backfill(time.Now(), jobs)
+	}
 }
+
+// backfillJobs bounds the jobs read at start for the waits chart: a
+// week of a busy CI, read in well under a second.
+const backfillJobs = 50000
 
 // mountConsole adds the console's routes to the API's mux.
 func (m *Manager) mountConsole(mux *http.ServeMux) {

@@ -100,7 +100,7 @@
       chart("chart-fleet", "fleet", series, [s.t].concat(names.map((n) => s.avg[n])).concat([s.max.hot]));
       $("#instances tbody").innerHTML = d.instances.map((i) => "<tr id=\"inst-" + esc(i.id) + "\"><td>" + esc(i.id) + "</td><td>" + esc(i.phase) +
         "</td><td>" + esc(Object.entries(i.slots).map(([k, v]) => k + " " + v).join(", ")) + '</td><td class="num">' + i.uses +
-        '</td><td class="num">' + dur(i.age_s) + "</td><td>" + esc(i.env_key || "") + "</td><td>" + jobLinks(i.jobs) + "</td><td>" +
+        '</td><td class="num">' + dur((Date.now() - Date.parse(i.created_at)) / 1000) + "</td><td>" + esc(i.env_key || "") + "</td><td>" + jobLinks(i.jobs) + "</td><td>" +
         esc(i.delete_reason || "") + (i.last_error ? ' <span class="bad">' + esc(i.last_error) + "</span>" : "") + "</td></tr>").join("");
       $("#deleted tbody").innerHTML = d.deleted.map((i) => "<tr><td>" + esc(i.id) + "</td><td>" + ts(i.at) + '</td><td class="num">' +
         dur(i.lifetime_s) + "</td><td>" + esc(i.reason) + "</td><td>" + jobLinks(i.jobs) + "</td></tr>").join("");
