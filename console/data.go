@@ -61,11 +61,11 @@ func (c *Console) timeRange(r *http.Request, def time.Duration) (time.Time, time
 
 // instanceRow is one live instance on the fleet page.
 type instanceRow struct {
-	ID           string         `json:"id"`
-	Phase        string         `json:"phase"`
-	Group        string         `json:"group"`
-	Uses         int            `json:"uses"`
-	EnvKey       string         `json:"env_key,omitempty"`
+	ID     string `json:"id"`
+	Phase  string `json:"phase"`
+	Group  string `json:"group"`
+	Uses   int    `json:"uses"`
+	EnvKey string `json:"env_key,omitempty"`
 	// Created rather than an age: an age changes every second, and with it
 	// the ETag, so no poll would ever be answered 304.
 	Created      time.Time      `json:"created_at"`
