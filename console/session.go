@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,15 +142,14 @@ func sameToken(a, b string) bool {
 }
 
 // sameOrigin refuses a request whose Origin (sent by browsers on every
-// POST) is another site: a second line behind the CSRF token.
+// POST) is another site: a second line behind the CSRF token. The scheme
+// is not compared, so that a proxy in front that ends TLS does not lock
+// everyone out.
 func sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true
 	}
-	scheme := "http://"
-	if r.TLS != nil {
-		scheme = "https://"
-	}
-	return o == scheme+r.Host
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, r.Host)
 }
