@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/internal/gitlabfake"
 )
 
 // browser is an HTTP client that keeps cookies and does not follow
@@ -294,5 +295,45 @@ func TestConsoleOverTLS(t *testing.T) {
 	}
 	if resp, body := b.do("GET", "/ui/api/fleet", nil, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("fleet over TLS: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestConsoleListsGitLabJobs runs a GitLab job and finds it on the jobs
+// page, filtered by source, with the instance it ran on.
+func TestConsoleListsGitLabJobs(t *testing.T) {
+	fake := gitlabfake.New(gitlabfake.Options{Token: "glrt-good", TraceUpdateInterval: 1})
+	defer fake.Close()
+	id := fake.AddJob(gitlabfake.JobSpec{Variables: []gitlabfake.Variable{{Key: "GIT_STRATEGY", Value: "none"}}, Script: []string{"echo hi"}})
+	m, base := startBerthAt(t, fmt.Sprintf("[[source]]\nkind = \"gitlab\"\nurl = %q\ntoken = \"glrt-good\"\ncheck_interval = \"100ms\"\n[autoscaler]\nmax_instances = 1\n", fake.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := fake.WaitAllDone(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := api.ReadTokenFile(api.TokenPath(m.cfg.StateDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, base)
+	b.signIn(tok)
+	var list struct {
+		Jobs []struct{ Source, ID, State, Instance string }
+	}
+	for ctx.Err() == nil { // the job's end reaches the console just after GitLab hears of it
+		_, body := b.do("GET", "/ui/api/jobs?source=gitlab", nil, nil)
+		if err := json.Unmarshal([]byte(body), &list); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		if len(list.Jobs) == 1 && list.Jobs[0].State == "success" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(list.Jobs) != 1 || list.Jobs[0].ID != fmt.Sprint(id) || list.Jobs[0].Instance == "" || list.Jobs[0].State != "success" {
+		t.Fatalf("GitLab jobs on the console: %+v; want job %d, succeeded, with its instance", list.Jobs, id)
+	}
+	_, body := b.do("GET", "/ui/api/jobs?source=queue", nil, nil)
+	if strings.Contains(body, `"gitlab"`) {
+		t.Errorf("source=queue lists GitLab jobs: %s", body)
 	}
 }
