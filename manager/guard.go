@@ -42,6 +42,10 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusForbidden, fmt.Sprintf("host %q is not this berth server: use the address berth listens on or localhost (other names are refused so that a web page cannot reach the API through DNS rebinding)", r.Host))
 		return
 	}
+	if isConsolePath(r.URL.Path) { // the console signs browsers in itself (console.go)
+		g.next.ServeHTTP(w, r)
+		return
+	}
 	open := openPaths[r.URL.Path] && (r.Method == http.MethodGet || r.Method == http.MethodHead)
 	if !open {
 		p, ok := g.auth.authenticate(bearerToken(r))

@@ -55,6 +55,7 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/instances", m.serveInstances)
 	mux.Handle("GET /metrics", m.metrics.Handler())
 	mux.HandleFunc("GET /healthz", m.serveHealth)
+	m.mountConsole(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /api/v1/jobs, /api/v1/instances, /metrics, /healthz", r.Method, r.URL.Path))
 	})

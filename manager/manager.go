@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/console"
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/fleet"
 	"github.com/berth-ci/berth/jobsource"
@@ -88,6 +89,8 @@ type Manager struct {
 	auth  *authenticator
 	hosts hostPolicy
 	tls   *tls.Config
+
+	console *console.Console // the web console at /ui/ (console.go)
 
 	jobs sync.WaitGroup
 	// glJobs records the GitLab jobs taken, for the job list (gitlabjobs.go).
@@ -208,7 +211,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		Logger:         log,
 		ReadyHook:      m.readyHook,
 		UpdateInterval: opts.UpdateInterval,
-		Observe:        m.metrics.Observe,
+		Observe:        m.observe,
 	})
 
 	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"), queue.WithLogger(log), queue.WithResumeCheck(m.checkResumeKey))
@@ -218,6 +221,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if haveSaved {
 		m.reconcileParked(saved.Envs)
 	}
+	m.setupConsole()
 	for _, s := range cfg.Sources {
 		switch s.Kind {
 		case config.SourceQueue:
@@ -311,6 +315,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	fleetDone := make(chan struct{})
 	go func() { m.fleet.Run(fleetCtx); close(fleetDone) }()
+	go m.console.Run(fleetCtx)
 	go func() { // a restarted plugin is reconciled by a listing at once
 		for {
 			select {
@@ -561,6 +566,7 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 	spec := job.Spec()
 	log := m.log.With("job", job.ID(), "key", key)
 	finish := func(r jobsource.Result) {
+		m.consoleJobFinished(job, r)
 		m.metrics.Jobs.WithLabelValues(resultLabel(r)).Inc()
 		m.finishJob(ctx, log, job, r)
 		log.Info("job finished", "instance", r.Instance, "exit_code", r.ExitCode, "failure", r.Failure, "message", r.Message)
@@ -589,6 +595,7 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		return
 	}
 	job.Started(acq.Instance)
+	m.consoleJobStarted(job, acq.Instance)
 	if w, ok := job.(interface{ CreatedAt() time.Time }); ok {
 		m.metrics.QueueWait.Observe(time.Since(w.CreatedAt()).Seconds())
 	}

@@ -28,6 +28,7 @@ func newBenchCmd() *cobra.Command {
 		asJSON      bool
 		svgFile     string
 		schedule    []string
+		htmlFile    string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --trace FILE [flags]",
@@ -74,7 +75,7 @@ policy did over time.`,
 			}
 			jobs = bench.CapDurations(jobs, maxDuration)
 			var samples []bench.Sample
-			if svgFile != "" {
+			if svgFile != "" || htmlFile != "" {
 				cfg.Timeline = func(s bench.Sample) { samples = append(samples, s) }
 			}
 			// --target-wait lets berth size the pools: unless told
@@ -98,6 +99,11 @@ policy did over time.`,
 			res.MaxDurationS = maxDuration.Seconds()
 			if svgFile != "" {
 				if err := writeBenchSVG(svgFile, samples, res); err != nil {
+					return err
+				}
+			}
+			if htmlFile != "" {
+				if err := writeBenchHTML(htmlFile, samples, res); err != nil {
 					return err
 				}
 			}
@@ -137,6 +143,7 @@ policy did over time.`,
 	f.DurationVar(&cfg.PollInterval, "poll-interval", def.PollInterval, "how often the provider is listed (a state change is seen this late)")
 	addBenchPollFlags(f, &cfg)
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.StringVar(&htmlFile, "html", "", "also write an HTML report with zoomable charts (as the web console's) of the replay into this file")
 	f.StringVar(&svgFile, "svg", "", "also draw demand, hot, suspended and booting instances and the wait over time into this SVG file")
 	addBenchPoolFlags(f, &cfg, &schedule)
 	cmd.AddCommand(newBenchConvertCmd(), newBenchGenerateCmd())
