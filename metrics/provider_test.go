@@ -37,7 +37,7 @@ func (suspendingGroup) Resume(_ context.Context, ids []string) ([]string, error)
 
 type notifyingRecycler struct{ group }
 
-func (notifyingRecycler) Notify(func(string, provider.State)) {}
+func (notifyingRecycler) Notify(func(string, provider.State))   {}
 func (notifyingRecycler) Recycle(context.Context, string) error { return nil }
 
 func TestMeterKeepsExactlyTheCapabilitiesOfTheProvider(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-ci/berth/jobroot"
 	"github.com/berth-ci/berth/internal/quietcopy"
+	"github.com/berth-ci/berth/jobroot"
 )
 
 // sshd is the sandbox's SSH server: sessions with env, exec and shell
