@@ -35,6 +35,9 @@ func setupRoot(is initSpec) error {
 	if err := mkdirMount("proc", filepath.Join(r, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
 	}
+	if err := MaskProc(filepath.Join(r, "proc"), filepath.Join(r, "dev", "null")); err != nil {
+		return err
+	}
 	if err := mkdirMount("tmpfs", filepath.Join(r, "sys"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "size=4k"); err != nil {
 		return err
 	}

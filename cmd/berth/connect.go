@@ -25,7 +25,7 @@ func (f *connFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.server, "server", "", fmt.Sprintf("berth server URL (default $%s or %s)", api.ServerEnv, api.DefaultServer))
 	fl.StringVar(&f.token, "token", "", fmt.Sprintf("API token (default $%s, else the api-token file of the state directory); other users see it in ps: prefer --token-file or $%s", api.TokenEnv, api.TokenEnv))
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (mode 0600), instead of --token")
-	fl.StringVar(&f.stateDir, "state-dir", "", "state directory of the local `berth run` whose api-token to send (default ~/.local/state/berth)")
+	fl.StringVar(&f.stateDir, "state-dir", "", "state directory of the local berth run whose api-token to send (default ~/.local/state/berth)")
 }
 
 // client returns an API client with the token from --token, --token-file, $BERTH_TOKEN or

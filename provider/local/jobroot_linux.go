@@ -112,6 +112,12 @@ func runLauncher(mode string) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return err
 	}
+	// The runner mounts a fresh /proc for each job, which the kernel allows
+	// only while this namespace's /proc is fully visible; the job's /proc
+	// gets the sandbox's masks again (jobroot.MaskProc).
+	if err := jobroot.UnmaskProc("/proc"); err != nil {
+		return err
+	}
 	var err error
 	if mode == "detached" {
 		err = unix.MoveMount(4, "", unix.AT_FDCWD, launcherCache, unix.MOVE_MOUNT_F_EMPTY_PATH)

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/jobroot"
 )
 
 // stagingDirs are host directories, in order of preference, on which the
@@ -160,7 +162,7 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount proc: %w", err)
 	}
-	if err := maskProc(proc, filepath.Join(root, "dev", "null")); err != nil {
+	if err := jobroot.MaskProc(proc, filepath.Join(root, "dev", "null")); err != nil {
 		return err
 	}
 	if err := os.Chdir(root); err != nil {
@@ -279,32 +281,4 @@ func clearXattrs(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// maskedProc are the host-wide files and directories of /proc a job has no
-// business reading: the kernel command line (cloud images put tokens and
-// host paths there) and what container runtimes mask as well (key, timer
-// and scheduler lists that name the host's processes, hardware trees).
-var maskedProc = []string{"cmdline", "keys", "timer_list", "sched_debug", "latency_stats", "kcore", "acpi", "asound", "scsi", "sysrq-trigger"}
-
-// maskProc covers each masked /proc entry that exists: files with the
-// sandbox's /dev/null, directories with an empty read-only tmpfs. The
-// mounts are locked with the rest when commands start.
-func maskProc(proc, devNull string) error {
-	for _, name := range maskedProc {
-		p := filepath.Join(proc, name)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			continue
-		}
-		if fi.IsDir() {
-			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
-		} else {
-			err = unix.Mount(devNull, p, "", unix.MS_BIND, "")
-		}
-		if err != nil {
-			return fmt.Errorf("mask /proc/%s: %w", name, err)
-		}
-	}
-	return nil
 }
