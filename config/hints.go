@@ -18,7 +18,6 @@ var runnerHints = map[string]map[string]string{
 		"concurrent":     "berth has no global job limit: at most autoscaler.max_instances × autoscaler.capacity_per_instance jobs run at once; set those",
 		"check_interval": `it is a setting of the GitLab source here: move it into the [[source]] with kind = "gitlab"`,
 		"listen_address": `did you mean "listen"? berth's HTTP API, /metrics and /healthz share one address`,
-		"log_format":     "berth writes slog text lines; remove it",
 		"builds_dir":     `it is a setting of the GitLab source here: move it into the [[source]] with kind = "gitlab"`,
 		"output_limit":   `it is a setting of the GitLab source here: move it into the [[source]] with kind = "gitlab"`,
 	},

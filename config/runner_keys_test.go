@@ -55,7 +55,6 @@ func TestGitLabRunnerNamesGetHints(t *testing.T) {
 		{"concurrent", "concurrent = 10\n", "concurrent", 1, "max_instances × "},
 		{"check_interval at top", "check_interval = 3\n", "check_interval", 1, "move it into the [[source]]"},
 		{"listen_address", "listen_address = \":9252\"\n", "listen_address", 1, `did you mean "listen"?`},
-		{"log_format", "log_format = \"json\"\n", "log_format", 1, "remove it"},
 		{"builds_dir at top", "builds_dir = \"/builds\"\n", "builds_dir", 1, "move it into the [[source]]"},
 		{"output_limit at top", "output_limit = 8192\n", "output_limit", 1, "move it into the [[source]]"},
 		{"executor", gitlab + "executor = \"docker-autoscaler\"\n", "source[0].executor", 5, "berth is the executor"},
