@@ -51,6 +51,9 @@ provider (local, sim), else the plugin binary berth-provider-NAME in
 --plugin-dir, or next to the berth binary, then on $PATH ("aws" and
 "berth-provider-aws" name the same plugin). An argument with a "/" is the
 path of a plugin binary (./berth-provider-x for one in this directory).
+(The built-in sim reports a delete of an unknown instance as an error, on
+purpose, so it fails DecreaseIdempotent; its plugin berth-provider-sim
+behaves like a cloud.)
 
 It starts a plugin the way berth does, initialises the provider with
 --config (the provider_config as a JSON object), and runs the conformance
