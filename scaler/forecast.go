@@ -209,13 +209,13 @@ func (a *arrivals) setHorizons(tier, hot time.Duration) {
 }
 
 // current is the need of the slot being counted, once it has seen enough
-// arrivals. Recomputed as the slot grows by a quarter: exact enough for a
+// arrivals. Recomputed as the slot grows by a tenth: exact enough for a
 // sizing decision, and it keeps a burst of arrivals O(1) each.
 func (a *arrivals) current() need {
 	if a.slotCount < minCurrentJobs {
 		return need{}
 	}
-	if a.curN == 0 || a.slotCount > a.curN+a.curN/4 {
+	if a.curN == 0 || a.slotCount > a.curN+a.curN/10 {
 		a.cur = need{Tier: upperQuantile(a.tierNeeds), Hot: upperQuantile(a.hotNeeds)}
 		a.curN = a.slotCount
 	}
