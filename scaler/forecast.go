@@ -21,7 +21,8 @@ import (
 // the arrival rate enters through the count: ten arrivals a second over a
 // 45 s horizon are 450 jobs to cover. Two horizons are counted, the tier's
 // (capacity a boot brings too late for the target) and the hot pool's
-// (capacity a resume brings too late); sizing.go turns them into pools.
+// (capacity a resume brings too late); sizing (tier.go) turns them into
+// pools.
 //
 // Per 15-minute slot of the week and per slot of the day (weekdays and
 // weekends apart) the model keeps an upper quantile of that count: the
