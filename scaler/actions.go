@@ -132,8 +132,9 @@ type Sized struct {
 	// Hot is idle slots kept ready; Suspended is idle instances kept suspended.
 	Hot       int
 	Suspended int
-	// Rate (arrivals per second) and Burst (arrivals within one second) are
-	// the forecast for the next boot time; Source says where they come from.
+	// Rate (recent arrivals per second) and Burst (the jobs arriving within
+	// the tier's horizon, boot − target, that the pools must serve) are the
+	// forecast for the next two boot times; Source says where they come from.
 	Rate   float64
 	Burst  float64
 	Source string

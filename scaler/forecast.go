@@ -21,7 +21,8 @@ import (
 // the arrival rate enters through the count: ten arrivals a second over a
 // 45 s horizon are 450 jobs to cover. Two horizons are counted, the tier's
 // (capacity a boot brings too late for the target) and the hot pool's
-// (capacity a resume brings too late); sizing.go turns them into pools.
+// (capacity a resume brings too late); sizing (tier.go) turns them into
+// pools.
 //
 // Per 15-minute slot of the week and per slot of the day (weekdays and
 // weekends apart) the model keeps an upper quantile of that count: the
@@ -209,13 +210,13 @@ func (a *arrivals) setHorizons(tier, hot time.Duration) {
 }
 
 // current is the need of the slot being counted, once it has seen enough
-// arrivals. Recomputed as the slot grows by a quarter: exact enough for a
+// arrivals. Recomputed as the slot grows by a tenth: exact enough for a
 // sizing decision, and it keeps a burst of arrivals O(1) each.
 func (a *arrivals) current() need {
 	if a.slotCount < minCurrentJobs {
 		return need{}
 	}
-	if a.curN == 0 || a.slotCount > a.curN+a.curN/4 {
+	if a.curN == 0 || a.slotCount > a.curN+a.curN/10 {
 		a.cur = need{Tier: upperQuantile(a.tierNeeds), Hot: upperQuantile(a.hotNeeds)}
 		a.curN = a.slotCount
 	}

@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"flag"
+	"testing"
+	"time"
+)
+
+// The same seed makes the same trace, another seed another one, and each
+// shape is what its name says.
+func TestGenerateShapes(t *testing.T) {
+	for _, shape := range Shapes {
+		a, err := Generate(shape, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := Generate(shape, 1, 1)
+		c, _ := Generate(shape, 2, 1)
+		if len(a) == 0 || len(a) != len(b) || a[len(a)/2] != b[len(b)/2] {
+			t.Fatalf("%s: seed 1 twice gives %d and %d jobs", shape, len(a), len(b))
+		}
+		if len(a) == len(c) && a[len(a)/2] == c[len(c)/2] {
+			t.Fatalf("%s: seeds 1 and 2 give the same trace", shape)
+		}
+		for i := 1; i < len(a); i++ {
+			if a[i].Arrival.Before(a[i-1].Arrival) {
+				t.Fatalf("%s: not sorted at job %d", shape, i)
+			}
+		}
+	}
+	office, _ := Generate("office", 1, 1)
+	for _, j := range office {
+		if wd, h := j.Arrival.Weekday(), j.Arrival.Hour(); wd == time.Saturday || wd == time.Sunday || h < 9 || h > 18 {
+			t.Fatalf("office job at %s, outside weekdays 9-18 h", j.Arrival)
+		}
+	}
+	nightly, _ := Generate("nightly", 1, 1)
+	at2 := 0
+	for _, j := range nightly {
+		if j.Arrival.Hour() == 2 && j.Arrival.Minute() < 2 {
+			at2++
+		}
+	}
+	if at2 != 7*500 {
+		t.Fatalf("nightly: %d jobs within 2 min of 02:00 over a week, want 3500", at2)
+	}
+	poisson, _ := Generate("poisson", 1, 1)
+	if gap := 7 * 24 * time.Hour / time.Duration(len(poisson)); gap < 9*time.Second || gap > 11*time.Second {
+		t.Fatalf("poisson: mean gap %s, want about 10s", gap)
+	}
+	if _, err := Generate("weekly", 1, 1); err == nil {
+		t.Fatal("an unknown shape is accepted")
+	}
+	if _, err := Generate("office", 1, 0); err == nil {
+		t.Fatal("0 weeks is accepted")
+	}
+}
+
+// Jitter moves every arrival later by 0..N and keeps the trace sorted.
+func TestJitter(t *testing.T) {
+	jobs, start := burstyDay()
+	j := Jitter(jobs, 1, 5*time.Second)
+	if len(j) != len(jobs) {
+		t.Fatalf("%d jobs, want %d", len(j), len(jobs))
+	}
+	moved := 0
+	for i := range j {
+		if i > 0 && j[i].Arrival.Before(j[i-1].Arrival) {
+			t.Fatalf("not sorted at %d", i)
+		}
+		if d := j[i].Arrival.Sub(start) % (10 * time.Minute); d < 0 || d > 5*time.Second {
+			t.Fatalf("job %d moved %s from its build", i, d)
+		}
+		if j[i].Arrival.Sub(start)%(10*time.Minute) != 0 {
+			moved++
+		}
+	}
+	if moved < len(j)/2 {
+		t.Fatalf("only %d of %d jobs moved", moved, len(j))
+	}
+}
+
+var shapeWeeks = flag.Bool("bench.shapes", false, "run the policy on whole generated weeks (slow) instead of short windows")
+
+// target_wait on every generated shape and seed, with only the target set
+// (15 s at a 60 s boot and a 10 s resume). What it must hold everywhere: no
+// capacity failure, and the pools serve most jobs (p95 well under a boot);
+// on the steady Poisson shape the target itself. The whole goal (p95 ≤ the
+// target on every shape) is not met on monorepo, and not on every seed of
+// office and nightly once a day was learned: docs/bench.md has the numbers.
+// Short windows by default (a day to learn and what follows); -bench.shapes
+// replays whole weeks.
+func TestTargetWaitOnGeneratedShapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays generated traces")
+	}
+	windows := map[string]struct {
+		from          time.Duration
+		hours, warmup float64
+	}{
+		"office":   {0, 33, 24}, // Monday 9:00 to Tuesday 18:00
+		"monorepo": {0, 27, 24},
+		"nightly":  {0, 27, 24}, // two nights
+		"poisson":  {0, 6, 1},
+	}
+	for _, shape := range Shapes {
+		for seed := uint64(1); seed <= 3; seed++ {
+			all, err := Generate(shape, seed, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := windows[shape]
+			c := tierConfig()
+			c.SuspendedIdleTime = 0
+			c.MaxInstances = 1000
+			c.Warmup = 24 * time.Hour
+			if !*shapeWeeks {
+				all, _ = Window(all, w.from, w.hours)
+				c.Warmup = time.Duration(w.warmup * float64(time.Hour))
+			}
+			res := run(t, all, all[0].Arrival, c)
+			limit := 45.0
+			if shape == "poisson" {
+				limit = 15
+			}
+			if res.WaitP95S > limit || res.FailedCapacity != 0 {
+				t.Errorf("%s seed %d: p95 %.0fs (must be ≤ %.0fs), failed_capacity %d, utilization %.2f", shape, seed, res.WaitP95S, limit, res.FailedCapacity, res.Utilization)
+			}
+		}
+	}
+}
