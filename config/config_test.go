@@ -134,7 +134,7 @@ func TestSampleCoversEveryKey(t *testing.T) {
 	// table is present (so the decoder asks for all of its keys).
 	d := &decoder{file: "x", lines: lineIndex{}}
 	var raw map[string]any
-	full := "[[source]]\nkind='gitlab'\n[autoscaler]\n[autoscaler.provider_config]\n[autoscaler.scale_throttle]\n[[autoscaler.policy]]\n[images]\n"
+	full := "[[source]]\nkind='gitlab'\n[autoscaler]\n[autoscaler.provider_config]\n[autoscaler.scale_throttle]\n[[autoscaler.policy]]\n[images]\n[cache]\n"
 	if _, err := toml.Decode(full, &raw); err != nil {
 		t.Fatal(err)
 	}

@@ -531,7 +531,7 @@ func unwrapPathError(err error) error {
 
 // redact keeps tokens out of error messages.
 func redact(key string, v any) any {
-	if key == "token" {
+	if key == "token" || key == "secret_key" {
 		return "<redacted>"
 	}
 	return v

@@ -93,8 +93,15 @@ func TestGitLabIdleOnDemandScalesToZero(t *testing.T) {
 	if p := fake.MaxConcurrentPolls(); p != 4 {
 		t.Errorf("max %d polls at once, want request_concurrency = 4", p)
 	}
-	if c := m.fleet.Counts(); c.Polls == 0 {
-		t.Errorf("no poll booking held while idle: %+v", c)
+	// Between two long-polls a loop holds none for check_interval: look
+	// a few times rather than once.
+	held := false
+	for i := 0; i < 100 && !held; i++ {
+		held = m.fleet.Counts().Polls > 0
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !held {
+		t.Errorf("no poll booking held while idle: %+v", m.fleet.Counts())
 	}
 }
 

@@ -6,9 +6,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/berth-ci/berth/internal/gitlabfake"
 )
@@ -17,7 +21,26 @@ import (
 // artifact, fills the cache and writes a junit report; stage 2 runs on a
 // fresh instance (max_use_count = 1) and reads stage 1's artifacts and the
 // cache. The junit report reaches GitLab with its type and format.
-func TestGitLabPipelineArtifactsAndCache(t *testing.T) {
+func TestGitLabPipelineArtifactsAndCache(t *testing.T) { pipeline(t, "") }
+
+// The same pipeline with the cache in an S3 bucket: a real S3 server
+// (gofakes3) in-process, reached with minio-go.
+func TestGitLabPipelineCacheInS3(t *testing.T) {
+	backend := s3mem.New()
+	if err := backend.CreateBucket("ci-cache"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(backend).Server())
+	defer srv.Close()
+	pipeline(t, fmt.Sprintf("[cache]\ns3_endpoint = %q\nbucket = \"ci-cache\"\nprefix = \"berth\"\naccess_key = \"k\"\nsecret_key = \"s\"\nregion = \"us-east-1\"\ninsecure = true\n",
+		strings.TrimPrefix(srv.URL, "http://")))
+	objs, err := backend.ListBucket("ci-cache", nil, gofakes3.ListBucketPage{})
+	if err != nil || len(objs.Contents) != 1 || !strings.HasPrefix(objs.Contents[0].Key, "berth/project_7_deps-build") {
+		t.Errorf("bucket holds %+v (%v), want the one cache stage 1 saved", objs, err)
+	}
+}
+
+func pipeline(t *testing.T, extraConfig string) {
 	fake := gitlabfake.New(gitlabfake.Options{Token: "glrt-good", TraceUpdateInterval: 1})
 	defer fake.Close()
 	noGit := []gitlabfake.Variable{{Key: "GIT_STRATEGY", Value: "none"}}
@@ -49,7 +72,7 @@ max_use_count = 1
 [[autoscaler.policy]]
 idle_count = 0
 preemptive_mode = false
-`, fake.URL()))
+%s`, fake.URL(), extraConfig))
 	waitJob(t, fake, build)
 	ups := fake.Job(build).Artifacts()
 	if len(ups) != 2 {

@@ -64,6 +64,11 @@ func (t *trackedJob) Collect(ctx context.Context, f jobsource.Files, r jobsource
 // cacheStore opens where GitLab jobs' caches are kept ([cache]).
 func (m *Manager) cacheStore() (cache.Store, error) {
 	c := m.cfg.Cache
+	if c.S3Endpoint != "" {
+		return cache.NewS3(cache.S3Config{Endpoint: c.S3Endpoint, Bucket: c.Bucket, Prefix: c.Prefix,
+			AccessKey: c.AccessKey, SecretKey: c.SecretKey, Region: c.Region, Insecure: c.Insecure,
+			MaxBytes: int64(c.MaxSizeMB) << 20}, m.log)
+	}
 	dir := c.Dir
 	if dir == "" {
 		dir = filepath.Join(m.cfg.StateDir, "cache")

@@ -126,6 +126,12 @@ func buildSpec(p *jobPayload, buildsDir, tmpName string) jobsource.Spec {
 	} else {
 		main.WriteString(fetchSources(p)) // leaves the shell in $CI_PROJECT_DIR
 	}
+	// Caches and dependencies' artifacts were unpacked before the script
+	// (stage.go) into a staging dir: lay them over the checkout now, so
+	// that they win over tracked files as in gitlab-runner, which fetches
+	// the sources first.
+	staged := `"$CI_BUILDS_DIR/` + strconv.FormatInt(p.ID, 10) + `.staged"`
+	main.WriteString(`if [ -d ` + staged + ` ]; then cp -a ` + staged + `/. "$CI_PROJECT_DIR"/ && rm -rf ` + staged + `; fi` + "\n")
 	main.WriteString(echoLine(`Executing "step_script" stage of the job script`))
 	writeCommands(&main, script.Script)
 

@@ -46,6 +46,12 @@ func (j *Job) buildDirs(ctx context.Context, f jobsource.Files) (builds, project
 	return builds, project, nil
 }
 
+// stagingDir is where Prepare unpacks caches and artifacts; the script lays
+// it over the checkout (spec.go).
+func (j *Job) stagingDir() string {
+	return path.Join(j.dirs[0], strconv.FormatInt(j.p.ID, 10)+".staged")
+}
+
 // Prepare restores caches and downloads the artifacts of the job's
 // dependencies into its project dir, before the script. A dependency whose
 // artifacts cannot be had fails the job, as in gitlab-runner; a cache that
@@ -66,14 +72,15 @@ func (j *Job) Prepare(ctx context.Context, f jobsource.Files) error {
 		j.writeLine("ERROR: " + err.Error())
 		return err
 	}
+	staged := j.stagingDir()
 	for _, c := range j.p.Cache {
-		j.restoreCache(ctx, f, c, project)
+		j.restoreCache(ctx, f, c, staged)
 	}
 	for _, d := range j.p.Dependencies {
 		if d.ArtifactsFile.Filename == "" {
 			continue // the dependency made no artifacts archive
 		}
-		if err := j.fetchDependency(ctx, f, d, project); err != nil {
+		if err := j.fetchDependency(ctx, f, d, staged); err != nil {
 			j.writeLine("ERROR: Downloading artifacts for " + d.Name + " (" + strconv.FormatInt(d.ID, 10) + ") failed: " + err.Error())
 			return fmt.Errorf("downloading the artifacts of job %d (%s) failed: %w", d.ID, d.Name, err)
 		}
@@ -135,7 +142,7 @@ func (j *Job) Collect(ctx context.Context, f jobsource.Files, r jobsource.Result
 func (j *Job) cleanup(ctx context.Context, f jobsource.Files, r jobsource.Result) jobsource.Result {
 	builds, _, err := j.buildDirs(ctx, f)
 	if err == nil {
-		_, _, _ = f.Stream(ctx, "rm -rf "+shellQuote(path.Join(builds, strconv.FormatInt(j.p.ID, 10))), nil, nil)
+		_, _, _ = f.Stream(ctx, "rm -rf "+shellQuote(path.Join(builds, strconv.FormatInt(j.p.ID, 10)))+" "+shellQuote(j.stagingDir()), nil, nil)
 	}
 	return r
 }

@@ -201,3 +201,32 @@ func TestFeaturesAdvertisedAreImplemented(t *testing.T) {
 		t.Error("raw artifacts advertised, but berth makes zip and gzip only")
 	}
 }
+
+// As in gitlab-runner, the sources are checked out first and the
+// dependencies' artifacts laid over them: an artifact wins over a tracked
+// file of the same path.
+func TestDependencyArtifactsOverTheCheckout(t *testing.T) {
+	repo, sha := gitRepo(t)
+	f := newFake(t, gitlabfake.Options{})
+	s := stagedSource(t, f, nil)
+	build := f.AddJob(gitlabfake.JobSpec{Name: "build", Variables: noGit,
+		Script:    []string{"echo from-the-artifact > README", "mkdir -p out", "echo built > out/x"},
+		Artifacts: []gitlabfake.Artifact{{Paths: []string{"README", "out/"}}}})
+	if res, _ := runStaged(t, takeJob(t, s)); res.Failure != jobsource.FailureNone {
+		t.Fatalf("build: %+v\n%s", res, f.Job(build).Trace())
+	}
+	test := f.AddJob(gitlabfake.JobSpec{Name: "test", RepoURL: repo, Sha: sha, Dependencies: []int64{build},
+		Refspecs: []string{"+refs/heads/main:refs/remotes/origin/main"},
+		Script:   []string{"cat README", "cat out/x", "git rev-parse HEAD"}})
+	res, out := runStaged(t, takeJob(t, s))
+	if res.Failure != jobsource.FailureNone {
+		t.Fatalf("test: %+v\n%s", res, f.Job(test).Trace())
+	}
+	if !strings.Contains(out, "from-the-artifact") || strings.Contains(out, "hello from the repo") || !strings.Contains(out, "built") || !strings.Contains(out, sha) {
+		t.Errorf("stage 2 output:\n%s", out)
+	}
+	ents, _ := os.ReadDir(s.cfg.BuildsDir)
+	if len(ents) != 0 {
+		t.Errorf("builds dir keeps %v after the jobs", ents)
+	}
+}
