@@ -34,6 +34,10 @@ import (
 //go:embed assets
 var assets embed.FS
 
+// staticFiles are the assets served as they are; they hold no data, so
+// they load before sign-in (the login page's style).
+var staticFiles = map[string]bool{"app.js": true, "app.css": true, "uPlot.iife.min.js": true, "uPlot.min.css": true, "uPlot.LICENSE": true}
+
 // Fleet is what the console reads of the fleet; *fleet.Fleet has it.
 type Fleet interface {
 	Instances() []scaler.InstanceView
@@ -126,7 +130,14 @@ func (c *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET /ui/login", c.serveLogin)
 	mux.HandleFunc("POST /ui/login", c.login)
 	mux.HandleFunc("POST /ui/logout", c.withSession(true, c.logout))
-	mux.Handle("GET /ui/static/", c.static)
+	mux.HandleFunc("GET /ui/static/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if !staticFiles[r.PathValue("name")] { // not the page templates, no listing
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		c.static.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("GET /ui/api/fleet", c.withSession(false, c.serveFleet))
 	mux.HandleFunc("GET /ui/api/jobs", c.withSession(false, c.serveJobs))
 	mux.HandleFunc("GET /ui/api/jobs/{id}/log", c.withSession(false, c.serveLog))

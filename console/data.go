@@ -77,7 +77,9 @@ type instanceRow struct {
 
 // fleetPage is the body of /ui/api/fleet.
 type fleetPage struct {
+	// Now counts instances by group, Phases by the core's phase names.
 	Now       map[string]int `json:"now"`
+	Phases    map[string]int `json:"phases"`
 	Series    FleetSeries    `json:"series"`
 	Instances []instanceRow  `json:"instances"`
 	Deleted   []Deleted      `json:"deleted"`
@@ -85,7 +87,7 @@ type fleetPage struct {
 
 func (c *Console) serveFleet(w http.ResponseWriter, r *http.Request, _ *session, p api.Principal) {
 	from, to := c.timeRange(r, 24*time.Hour)
-	page := fleetPage{Now: map[string]int{}, Series: c.hist.Fleet(from, to)}
+	page := fleetPage{Now: map[string]int{}, Phases: map[string]int{}, Series: c.hist.Fleet(from, to)}
 	for _, g := range groupNames {
 		page.Now[g] = 0
 	}
@@ -95,6 +97,7 @@ func (c *Console) serveFleet(w http.ResponseWriter, r *http.Request, _ *session,
 	for _, v := range views {
 		g := groupNames[groupOf(v.Phase)]
 		page.Now[g]++
+		page.Phases[v.Phase]++
 		row := instanceRow{ID: v.ID, Phase: v.Phase, Group: g, Uses: v.UseCount, Created: v.Created.UTC().Truncate(time.Second),
 			Slots: v.Slots, DeleteReason: string(v.DeleteReason), LastError: v.LastError, Jobs: visibleJobs(p, c.hist.instJobs[v.ID])}
 		if v.Env != "" && c.ownsEnv(p, v.Env) {

@@ -54,7 +54,8 @@ func startBerthAt(t *testing.T, toml string) (*Manager, string) {
 
 // TestConsoleInBrowser drives the console in chromium against a berth
 // that runs real jobs in local sandboxes: nothing shows before sign-in,
-// an instance and a job appear without a reload, a job's log streams, and
+// an instance and a job appear without a reload, a running job's log
+// streams and the page cancels it (with its CSRF token), and
 // a submitter sees only its own jobs.
 func TestConsoleInBrowser(t *testing.T) {
 	ctx := browsertest.New(t)
@@ -85,7 +86,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`window.berthMark = 1`)); err != nil {
 		t.Fatal(err)
 	}
-	job, err := client.Submit(ctx, api.JobRequest{Script: "echo hello-from-the-console-test; sleep 3; echo second-line"})
+	job, err := client.Submit(ctx, api.JobRequest{Script: "echo hello-from-the-console-test; echo second-line; while :; do sleep 1; done"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +106,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		log, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#log")))
 		t.Fatalf("%v; log so far: %q", err, log)
 	}
+	// The job never ends by itself: its log was streamed while it ran.
+	if j, err := client.Job(ctx, job.ID); err != nil || j.State != api.JobRunning {
+		t.Fatalf("job while its log shows: %+v, %v; want running", j, err)
+	}
 	browsertest.Screenshot(t, ctx, "jobs")
-	if err := browsertest.WaitFor(ctx, "the job's success", fmt.Sprintf(`document.querySelector("#job-queue-%s .state").textContent == "success"`, job.ID)); err != nil {
+	// Cancel from the page: a POST with the page's CSRF token.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#log-cancel"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := browsertest.WaitFor(ctx, "the job canceled", fmt.Sprintf(`document.querySelector("#job-queue-%s .state").textContent == "canceled"`, job.ID)); err != nil {
 		t.Fatalf("%v\n%s", err, browsertest.BodyText(ctx))
 	}
 	for _, page := range []string{"waits", "decisions", "health"} {

@@ -103,6 +103,11 @@ func TestConsoleShowsNothingBeforeSignIn(t *testing.T) {
 	if resp, _ := b.do("GET", "/ui/static/app.css", nil, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /ui/static/app.css: %d", resp.StatusCode)
 	}
+	for _, p := range []string{"/ui/static/", "/ui/static/index.html"} {
+		if resp, _ := b.do("GET", p, nil, nil); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d; want 404 (no listing, no templates)", p, resp.StatusCode)
+		}
+	}
 }
 
 func TestConsoleSignInSetsAStrictHttpOnlyCookie(t *testing.T) {

@@ -92,7 +92,8 @@
   function fleet() {
     rangeButtons("fleet", refresh);
     return get("/ui/api/fleet?" + rangeQuery("fleet"), (d) => {
-      $("#fleet-now").innerHTML = Object.entries(d.now).map(([k, v]) => '<span id="now-' + k + '">' + esc(k) + ": <b>" + v + "</b></span>").join("");
+      $("#fleet-now").innerHTML = Object.entries(d.now).map(([k, v]) => '<span id="now-' + k + '">' + esc(k) + ": <b>" + v + "</b></span>").join("") +
+        '<span class="phases">' + esc(Object.entries(d.phases).sort().map(([k, v]) => k + " " + v).join(" · ") || "no instances") + "</span>";
       const s = d.series;
       const names = ["hot", "booting", "suspended", "deleting"];
       const series = names.map((n) => ({ label: n, stroke: colors[n], width: 2, spanGaps: false }));
