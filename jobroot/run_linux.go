@@ -232,7 +232,11 @@ func getImage(ctx context.Context, spec Spec, log io.Writer) (*images.Image, err
 	if err != nil {
 		var pe *images.PullError
 		if errors.As(err, &pe) {
-			return nil, &SetupError{Image: spec.Image, Reason: pe.FailureReason(), Message: pe.Error()}
+			msg := pe.Error()
+			if note := os.Getenv("BERTH_JOBROOT_UNREACHABLE"); note != "" && pe.Kind == images.KindUnreachable {
+				msg += " (" + note + ")"
+			}
+			return nil, &SetupError{Image: spec.Image, Reason: pe.FailureReason(), Message: msg}
 		}
 		return nil, setupErr(spec.Image, "runner_system_failure", err)
 	}

@@ -48,6 +48,9 @@ const (
 	// launcherCache is where the launcher mounts the image cache, in its
 	// own mount namespace (it covers the instance's /tmp there only).
 	launcherCache = "/tmp"
+	// launcherNoteEnv carries what to tell a job whose registry is
+	// unreachable from this sandbox.
+	launcherNoteEnv = "BERTH_LOCAL_LAUNCHER_NOTE"
 )
 
 // instanceDirs are the directories of an instance a sandbox is given.
@@ -78,8 +81,12 @@ func startLauncher(cfg sandboxConfig) error {
 	if cfg.DetachedMounts {
 		mode = "detached"
 	}
+	note := ""
+	if cfg.Network == "isolated" {
+		note = `this local instance has network = "isolated" and cannot reach registries: set network = "host" in [autoscaler.provider_config], or fill the cache and use pull_policy = "never"`
+	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-launcher", cfg.ID}, &os.ProcAttr{
-		Env:   []string{launcherEnv + "=" + mode, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Env:   []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Files: []*os.File{null, os.Stderr, os.Stderr, theirs, cache},
 		Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS},
 	})
@@ -191,7 +198,7 @@ func serveRunner(env []string, files []*os.File) {
 			clean = append(clean, kv)
 		}
 	}
-	clean = append(clean, "BERTH_JOBROOT=run", "BERTH_JOBROOT_CACHE="+launcherCache)
+	clean = append(clean, "BERTH_JOBROOT=run", "BERTH_JOBROOT_CACHE="+launcherCache, "BERTH_JOBROOT_UNREACHABLE="+os.Getenv(launcherNoteEnv))
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-jobroot"}, &os.ProcAttr{
 		Dir: "/berth", Env: clean, Files: files[:3], Sys: &syscall.SysProcAttr{Setpgid: true},
 	})
