@@ -64,3 +64,23 @@ echo leaked > /etc/leak`)
 		t.Fatalf("second job after recycle: exit %d:\n%s", code, out)
 	}
 }
+
+// TestImageJobOnIsolatedInstanceSaysWhy: an isolated sandbox has no route
+// to a registry; the job fails naming the image and what to change.
+func TestImageJobOnIsolatedInstanceSaysWhy(t *testing.T) {
+	host := imagetest.Registry(t)
+	ref := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
+	p := newGroup(t, t.TempDir(), "")
+	id := startOne(t, p)
+	ci, err := p.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r executor.Runner
+	_, err = r.RunInImage(context.Background(), ci, executor.Command{Script: "true"},
+		executor.ImageJob{Name: ref, Settings: jobroot.Settings{Insecure: []string{host}}})
+	ie, ok := executor.IsImageError(err)
+	if !ok || ie.Reason != "image_pull_failure" || !strings.Contains(ie.Message, ref) || !strings.Contains(ie.Message, `network = "host"`) {
+		t.Fatalf("err = %v, want an image_pull_failure naming %s and the network setting", err, ref)
+	}
+}
