@@ -106,3 +106,21 @@ func TestFullDiskDuringUnpack(t *testing.T) {
 		t.Fatalf("a failed unpack left %d temp dirs and %d layers", len(left), len(layers))
 	}
 }
+
+// TestLeftoversOfAKilledUnpackAreRemoved: a runner killed mid-unpack leaves
+// a temporary directory; the next pull removes it and never uses it.
+func TestLeftoversOfAKilledUnpackAreRemoved(t *testing.T) {
+	r := newRegistry(t, nil)
+	ref := r.push(t, "app:1", buildImage(t, nil, layer(t, file{name: "a", body: "a"})))
+	c := r.openCache(t, nil)
+	half := filepath.Join(c.cfg.Dir, "tmp", "layer-123")
+	os.MkdirAll(filepath.Join(half, "usr"), 0o755)
+	im, err := c.Get(ctx, ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im.Release()
+	if _, err := os.Stat(half); !os.IsNotExist(err) {
+		t.Fatalf("the half unpack is still there: %v", err)
+	}
+}

@@ -362,8 +362,8 @@ func removeTree(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// readPasswd scans the image's layers top down for etc/passwd and
-// etc/group (a whiteout ends the search).
+// readImageFile scans the image's layers top down for a file such as
+// etc/passwd (a whiteout or anything not a regular file ends the search).
 func readImageFile(layers []string, name string) []byte {
 	for i := len(layers) - 1; i >= 0; i-- {
 		p := filepath.Join(layers[i], name)
