@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
 
@@ -122,5 +123,19 @@ func TestLeftoversOfAKilledUnpackAreRemoved(t *testing.T) {
 	im.Release()
 	if _, err := os.Stat(half); !os.IsNotExist(err) {
 		t.Fatalf("the half unpack is still there: %v", err)
+	}
+}
+
+func TestZstdLayersUnpack(t *testing.T) {
+	var buf bytes.Buffer
+	zw, _ := zstd.NewWriter(&buf)
+	zw.Write(layerTar(t, file{name: "z", body: "zstd"}))
+	zw.Close()
+	dir := t.TempDir()
+	if _, err := unpackLayer(bytes.NewReader(buf.Bytes()), digestOf(buf.Bytes()), dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "z")); string(b) != "zstd" {
+		t.Fatalf("z = %q", b)
 	}
 }
