@@ -122,7 +122,13 @@ func jobMaps() (idMaps, error) {
 			gid: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
 		}, nil
 	}
-	m := idMaps{setgroups: true}
+	// A namespace whose setgroups is denied (an unprivileged sandbox)
+	// cannot allow it again below itself.
+	sg, err := os.ReadFile("/proc/self/setgroups")
+	if err != nil {
+		return idMaps{}, err
+	}
+	m := idMaps{setgroups: strings.TrimSpace(string(sg)) == "allow"}
 	if m.uid, err = identity("/proc/self/uid_map"); err != nil {
 		return m, err
 	}

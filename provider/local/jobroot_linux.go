@@ -77,10 +77,7 @@ func startLauncher(cfg sandboxConfig) error {
 	defer null.Close()
 	cache := os.NewFile(imagesFD, "images")
 	defer cache.Close()
-	mode := "bind"
-	if cfg.DetachedMounts {
-		mode = "detached"
-	}
+	mode := "detached" // see cloneImagesDir
 	note := ""
 	if cfg.Network == "isolated" {
 		note = `this local instance has network = "isolated" and cannot reach registries: set network = "host" in [autoscaler.provider_config], or fill the cache and use pull_policy = "never"`
@@ -119,13 +116,7 @@ func runLauncher(mode string) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return err
 	}
-	var err error
-	if mode == "detached" {
-		err = unix.MoveMount(4, "", unix.AT_FDCWD, launcherCache, unix.MOVE_MOUNT_F_EMPTY_PATH)
-	} else {
-		err = unix.Mount("/proc/self/fd/4", launcherCache, "", unix.MS_BIND, "")
-	}
-	if err != nil {
+	if err := unix.MoveMount(4, "", unix.AT_FDCWD, launcherCache, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mount the image cache: %w", err)
 	}
 	unix.Close(4)
@@ -367,4 +358,18 @@ func (p *Provider) ensureImagesDir(dir string) error {
 		return os.Chown(d, p.uids.Base, p.gids.Base)
 	}
 	return nil
+}
+
+// cloneImagesDir makes fd imagesFD a detached copy (open_tree) of the
+// instance's image cache, as the provider hands it over when berth runs as
+// root. Unprivileged, the sandbox reaches the directory by path, and only
+// now, before its root covers the host's: a bind from a descriptor of
+// this mount namespace would fail in the launcher's.
+func cloneImagesDir(cfg sandboxConfig) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, filepath.Join(cfg.Dir, imagesDir), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open the instance's image cache: %w", err)
+	}
+	defer unix.Close(fd)
+	return unix.Dup3(fd, imagesFD, unix.O_CLOEXEC)
 }
