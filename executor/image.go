@@ -55,27 +55,27 @@ func (e *ImageError) Error() string { return fmt.Sprintf("instance %s: %s", e.In
 // are as for Run, plus *ImageError when the job could not start in its
 // image.
 func (r *Runner) RunInImage(ctx context.Context, ci provider.ConnectInfo, cmd Command, img ImageJob) (int, error) {
-	code, err, missing := r.runInImage(ctx, ci, cmd, img)
+	code, missing, err := r.runInImage(ctx, ci, cmd, img)
 	if missing {
 		// The shell did not find the runner: the instance lost its copy
 		// (a new disk behind the same ID). Copy it again, once.
 		installed.Delete(ci.ID + "\x00" + ci.Addr)
 		r.logger().Warn("job runner missing on the instance; copying it again", "instance", ci.ID)
-		code, err, _ = r.runInImage(ctx, ci, cmd, img)
+		code, _, err = r.runInImage(ctx, ci, cmd, img)
 	}
 	return code, err
 }
 
 // runInImage is one attempt; missing reports that the shell did not find
 // the runner (nothing of the job ran).
-func (r *Runner) runInImage(ctx context.Context, ci provider.ConnectInfo, cmd Command, img ImageJob) (int, error, bool) {
+func (r *Runner) runInImage(ctx context.Context, ci provider.ConnectInfo, cmd Command, img ImageJob) (int, bool, error) {
 	input, err := scriptInput(cmd)
 	if err != nil {
-		return -1, err, false
+		return -1, false, err
 	}
 	bin, err := r.installRunner(ctx, ci)
 	if err != nil {
-		return -1, err, false
+		return -1, false, err
 	}
 	spec := jobroot.Spec{
 		Image: img.Name, Entrypoint: img.Entrypoint, Credentials: img.Credentials, Settings: img.Settings,
@@ -84,7 +84,7 @@ func (r *Runner) runInImage(ctx context.Context, ci provider.ConnectInfo, cmd Co
 	}
 	line, err := json.Marshal(spec)
 	if err != nil {
-		return -1, err, false
+		return -1, false, err
 	}
 	tail := &tailBuffer{max: 4096}
 	cmd.remote = "BERTH_JOBROOT=run " + bin
@@ -95,20 +95,20 @@ func (r *Runner) runInImage(ctx context.Context, ci provider.ConnectInfo, cmd Co
 	}
 	// Held back until it is clear the runner started: a missing runner's
 	// "not found" is not the job's output.
-	first := &tailBuffer{max: 1024}
+	first := &bytes.Buffer{}
 	cmd.Output = &gateWriter{held: first, next: io.MultiWriter(out2, tail)}
 	code, err := r.Run(ctx, ci, cmd)
 	g := cmd.Output.(*gateWriter)
 	if err == nil && code == 127 && bin != "berth" && g.stillHeld() && runnerNotFound(first.Bytes()) {
-		return code, nil, true
+		return code, true, nil
 	}
 	g.flush()
 	if err == nil && code == jobroot.ExitSetupFailed {
 		if se := jobroot.ParseSetupError(tail.Bytes()); se != nil {
-			return -1, &ImageError{Instance: ci.ID, Image: se.Image, Reason: se.Reason, Message: se.Message}, false
+			return -1, false, &ImageError{Instance: ci.ID, Image: se.Image, Reason: se.Reason, Message: se.Message}
 		}
 	}
-	return code, err, false
+	return code, false, err
 }
 
 // runnerNotFound recognises the shell's complaint about a missing command.
@@ -239,7 +239,7 @@ func IsImageError(err error) (*ImageError, bool) {
 // (its first line says which image it uses), then passes everything on.
 type gateWriter struct {
 	mu      sync.Mutex
-	held    *tailBuffer
+	held    *bytes.Buffer
 	next    io.Writer
 	flushed bool
 }
@@ -251,7 +251,7 @@ func (g *gateWriter) Write(p []byte) (int, error) {
 		return g.next.Write(p)
 	}
 	g.held.Write(p)
-	if b := g.held.Bytes(); bytes.Contains(b, []byte(" image ")) || len(b) >= g.held.max/2 {
+	if b := g.held.Bytes(); bytes.Contains(b, []byte(" image ")) || len(b) >= 512 {
 		g.flushed = true
 		g.next.Write(b)
 	}
