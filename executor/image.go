@@ -55,13 +55,27 @@ func (e *ImageError) Error() string { return fmt.Sprintf("instance %s: %s", e.In
 // are as for Run, plus *ImageError when the job could not start in its
 // image.
 func (r *Runner) RunInImage(ctx context.Context, ci provider.ConnectInfo, cmd Command, img ImageJob) (int, error) {
+	code, missing, err := r.runInImage(ctx, ci, cmd, img)
+	if missing {
+		// The shell did not find the runner: the instance lost its copy
+		// (a new disk behind the same ID). Copy it again, once.
+		installed.Delete(ci.ID + "\x00" + ci.Addr)
+		r.logger().Warn("job runner missing on the instance; copying it again", "instance", ci.ID)
+		code, _, err = r.runInImage(ctx, ci, cmd, img)
+	}
+	return code, err
+}
+
+// runInImage is one attempt; missing reports that the shell did not find
+// the runner (nothing of the job ran).
+func (r *Runner) runInImage(ctx context.Context, ci provider.ConnectInfo, cmd Command, img ImageJob) (int, bool, error) {
 	input, err := scriptInput(cmd)
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	bin, err := r.installRunner(ctx, ci)
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	spec := jobroot.Spec{
 		Image: img.Name, Entrypoint: img.Entrypoint, Credentials: img.Credentials, Settings: img.Settings,
@@ -70,23 +84,37 @@ func (r *Runner) RunInImage(ctx context.Context, ci provider.ConnectInfo, cmd Co
 	}
 	line, err := json.Marshal(spec)
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	tail := &tailBuffer{max: 4096}
 	cmd.remote = "BERTH_JOBROOT=run " + bin
 	cmd.stdin = io.MultiReader(bytes.NewReader(append(line, '\n')), strings.NewReader(input))
-	out := cmd.Output
-	if out == nil {
-		out = io.Discard
+	var out2 io.Writer = io.Discard
+	if cmd.Output != nil {
+		out2 = cmd.Output
 	}
-	cmd.Output = io.MultiWriter(out, tail)
+	// Held back until it is clear the runner started: a missing runner's
+	// "not found" is not the job's output.
+	first := &bytes.Buffer{}
+	cmd.Output = &gateWriter{held: first, next: io.MultiWriter(out2, tail)}
 	code, err := r.Run(ctx, ci, cmd)
+	g := cmd.Output.(*gateWriter)
+	if err == nil && code == 127 && bin != "berth" && g.stillHeld() && runnerNotFound(first.Bytes()) {
+		return code, true, nil
+	}
+	g.flush()
 	if err == nil && code == jobroot.ExitSetupFailed {
 		if se := jobroot.ParseSetupError(tail.Bytes()); se != nil {
-			return -1, &ImageError{Instance: ci.ID, Image: se.Image, Reason: se.Reason, Message: se.Message}
+			return -1, false, &ImageError{Instance: ci.ID, Image: se.Image, Reason: se.Reason, Message: se.Message}
 		}
 	}
-	return code, err
+	return code, false, err
+}
+
+// runnerNotFound recognises the shell's complaint about a missing command.
+func runnerNotFound(out []byte) bool {
+	s := string(out)
+	return strings.Contains(s, "not found") || strings.Contains(s, "No such file")
 }
 
 // installed remembers, per instance, where its runner is.
@@ -205,4 +233,43 @@ func IsImageError(err error) (*ImageError, bool) {
 	var ie *ImageError
 	ok := errors.As(err, &ie)
 	return ie, ok
+}
+
+// gateWriter holds the first output back until the runner shows it runs
+// (its first line says which image it uses), then passes everything on.
+type gateWriter struct {
+	mu      sync.Mutex
+	held    *bytes.Buffer
+	next    io.Writer
+	flushed bool
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.flushed {
+		return g.next.Write(p)
+	}
+	g.held.Write(p)
+	if b := g.held.Bytes(); bytes.Contains(b, []byte(" image ")) || len(b) >= 512 {
+		g.flushed = true
+		g.next.Write(b)
+	}
+	return len(p), nil
+}
+
+func (g *gateWriter) stillHeld() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.flushed
+}
+
+// flush passes on what is still held.
+func (g *gateWriter) flush() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.flushed {
+		g.flushed = true
+		g.next.Write(g.held.Bytes())
+	}
 }

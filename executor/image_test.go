@@ -53,6 +53,21 @@ func TestImageJobOverSSH(t *testing.T) {
 		t.Fatalf("second job: code %d err %v\n%s", code, err, out)
 	}
 
+	// The instance lost its copy of the runner (a new disk behind the
+	// same ID): it is copied again and the job runs, its log clean.
+	os.Remove(bins[0])
+	out = newWatchWriter("")
+	code, err = r.RunInImage(context.Background(), srv.connectInfo(), executor.Command{Script: "echo again", Output: out}, img)
+	if err != nil || code != 0 || !strings.Contains(out.String(), "again") || strings.Contains(out.String(), "not found") {
+		t.Fatalf("job after the runner vanished: code %d err %v\n%s", code, err, out)
+	}
+	// A script's own exit 127 is the job's result, not a missing runner.
+	out = newWatchWriter("")
+	code, err = r.RunInImage(context.Background(), srv.connectInfo(), executor.Command{Script: "no-such-command", Output: out}, img)
+	if err != nil || code != 127 || strings.Count(out.String(), "image") != 1 {
+		t.Fatalf("exit 127 of the script: code %d err %v\n%s", code, err, out)
+	}
+
 	_, err = r.RunInImage(context.Background(), srv.connectInfo(), executor.Command{Script: "true"},
 		executor.ImageJob{Name: host + "/missing:1", Settings: img.Settings})
 	var ie *executor.ImageError

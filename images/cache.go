@@ -164,6 +164,7 @@ func (c *Cache) Get(ctx context.Context, image string, creds []Credential) (*Ima
 		return nil, classify(image, err)
 	}
 	defer unlock()
+	c.removeLeftovers()
 	start := time.Now()
 	rec, pulled, err := c.resolve(ctx, image, ref.Name(), creds)
 	if err != nil {
@@ -364,8 +365,16 @@ func (c *Cache) evictable(recs []usedRecord, keep string) int {
 	return -1
 }
 
-// removeUnused deletes layer directories no remaining image lists, and
-// leftovers of unpacks that never finished.
+// removeLeftovers deletes what unpacks that never finished (a killed
+// runner) left in tmp; the caller holds the cache lock, so no unpack runs.
+func (c *Cache) removeLeftovers() {
+	entries, _ := os.ReadDir(filepath.Join(c.cfg.Dir, "tmp"))
+	for _, e := range entries {
+		removeTree(filepath.Join(c.cfg.Dir, "tmp", e.Name()))
+	}
+}
+
+// removeUnused deletes layer directories no remaining image lists.
 func (c *Cache) removeUnused(recs []usedRecord) error {
 	inUse := map[string]bool{}
 	for _, r := range recs {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +58,7 @@ func isDiskFull(err error) bool {
 	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
 }
 
-// decompress recognises gzip and plain tar by their first bytes.
+// decompress recognises gzip, zstd and plain tar by their first bytes.
 func decompress(br *bufio.Reader) (io.Reader, error) {
 	magic, _ := br.Peek(4)
 	switch {
@@ -68,7 +69,11 @@ func decompress(br *bufio.Reader) (io.Reader, error) {
 		}
 		return zr, nil
 	case len(magic) == 4 && string(magic) == "\x28\xb5\x2f\xfd":
-		return nil, fmt.Errorf("%w: zstd-compressed layers are not supported yet; push the image with gzip layers", errCorrupt)
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+		}
+		return zr.IOReadCloser(), nil
 	}
 	return br, nil
 }

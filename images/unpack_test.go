@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
 
@@ -104,5 +105,37 @@ func TestFullDiskDuringUnpack(t *testing.T) {
 	layers, _ := os.ReadDir(filepath.Join(dir, "layers"))
 	if len(left)+len(layers) != 0 {
 		t.Fatalf("a failed unpack left %d temp dirs and %d layers", len(left), len(layers))
+	}
+}
+
+// TestLeftoversOfAKilledUnpackAreRemoved: a runner killed mid-unpack leaves
+// a temporary directory; the next pull removes it and never uses it.
+func TestLeftoversOfAKilledUnpackAreRemoved(t *testing.T) {
+	r := newRegistry(t, nil)
+	ref := r.push(t, "app:1", buildImage(t, nil, layer(t, file{name: "a", body: "a"})))
+	c := r.openCache(t, nil)
+	half := filepath.Join(c.cfg.Dir, "tmp", "layer-123")
+	os.MkdirAll(filepath.Join(half, "usr"), 0o755)
+	im, err := c.Get(ctx, ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im.Release()
+	if _, err := os.Stat(half); !os.IsNotExist(err) {
+		t.Fatalf("the half unpack is still there: %v", err)
+	}
+}
+
+func TestZstdLayersUnpack(t *testing.T) {
+	var buf bytes.Buffer
+	zw, _ := zstd.NewWriter(&buf)
+	zw.Write(layerTar(t, file{name: "z", body: "zstd"}))
+	zw.Close()
+	dir := t.TempDir()
+	if _, err := unpackLayer(bytes.NewReader(buf.Bytes()), digestOf(buf.Bytes()), dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "z")); string(b) != "zstd" {
+		t.Fatalf("z = %q", b)
 	}
 }

@@ -84,7 +84,31 @@ func buildInit(spec Spec, im *images.Image, job *jobDir, log io.Writer) (initSpe
 		return is, maps, err
 	}
 	is.UID, is.GID, err = imageUser(im, maps, log)
+	if !hasEnv(is.Env, "HOME") {
+		// As Docker does: the user's home from the image, else /root.
+		is.Env = append(is.Env, "HOME="+homeOf(readImageFile(im.LayerDirs, "etc/passwd"), is.UID))
+	}
 	return is, maps, err
+}
+
+func hasEnv(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// homeOf is uid's home directory in a passwd file, or /root.
+func homeOf(passwd []byte, uid int) string {
+	for _, line := range strings.Split(string(passwd), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 6 && f[2] == fmt.Sprint(uid) && f[5] != "" {
+			return f[5]
+		}
+	}
+	return "/root"
 }
 
 // mergeEnv puts the job's variables over the image's.
@@ -122,7 +146,13 @@ func jobMaps() (idMaps, error) {
 			gid: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
 		}, nil
 	}
-	m := idMaps{setgroups: true}
+	// A namespace whose setgroups is denied (an unprivileged sandbox)
+	// cannot allow it again below itself.
+	sg, err := os.ReadFile("/proc/self/setgroups")
+	if err != nil {
+		return idMaps{}, err
+	}
+	m := idMaps{setgroups: strings.TrimSpace(string(sg)) == "allow"}
 	if m.uid, err = identity("/proc/self/uid_map"); err != nil {
 		return m, err
 	}

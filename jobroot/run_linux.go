@@ -20,46 +20,6 @@ import (
 	"github.com/berth-ci/berth/images"
 )
 
-// modeEnv selects what a re-executed berth binary does: "run" is the
-// runner the executor starts, "init" the job's init inside its namespaces.
-const modeEnv = "BERTH_JOBROOT"
-
-// cacheEnv, set by a launcher, fixes the cache directory.
-const cacheEnv = "BERTH_JOBROOT_CACHE"
-
-// BuiltinRequest is the global SSH request with which berth's own SSH
-// server (the local provider's sandboxes) says that it starts the job
-// runner itself for the command "BERTH_JOBROOT=run berth", so that nothing
-// needs to be installed.
-const BuiltinRequest = "jobroot@berth-ci.dev"
-
-// ExitSetupFailed is the runner's exit status when the job could not be
-// started (the image or the instance failed); the last line on stderr then
-// starts with ErrorPrefix. 125 is what `docker run` uses for the same.
-const ExitSetupFailed = 125
-
-// ErrorPrefix starts the stderr line that carries a setup failure as JSON
-// (a SetupError).
-const ErrorPrefix = "berth-runner-error: "
-
-// SetupError is a failure to start the job, as the runner reports it.
-type SetupError struct {
-	// Image is the image the job named.
-	Image string `json:"image"`
-	// Reason is the GitLab failure reason: image_pull_failure or
-	// runner_system_failure.
-	Reason string `json:"reason"`
-	// Message names the image and the cause.
-	Message string `json:"message"`
-}
-
-func (e *SetupError) Error() string { return e.Message }
-
-// Harden is applied by the job's init right before it executes the job's
-// command: set it to the sandbox's seccomp filter (package provider/local
-// does, in an init function). Jobs never start while it is nil.
-var Harden func() error
-
 // RunIfRequested runs the runner or the job's init when the process was
 // started as one, and never returns then; otherwise it returns at once.
 // Call it first thing in main and in TestMain of packages that start jobs
@@ -122,20 +82,6 @@ func reportSetup(image, reason string, err error) int {
 	b, _ := json.Marshal(SetupError{Image: image, Reason: reason, Message: err.Error()})
 	fmt.Fprintf(os.Stderr, "\n%s%s\n", ErrorPrefix, b)
 	return ExitSetupFailed
-}
-
-// ParseSetupError finds the runner's setup failure in a job's output tail.
-func ParseSetupError(tail []byte) *SetupError {
-	i := strings.LastIndex(string(tail), ErrorPrefix)
-	if i < 0 {
-		return nil
-	}
-	line, _, _ := strings.Cut(string(tail[i+len(ErrorPrefix):]), "\n")
-	var se SetupError
-	if json.Unmarshal([]byte(line), &se) != nil {
-		return nil
-	}
-	return &se
 }
 
 // CacheDir is where the runner keeps images and job directories when the
@@ -232,7 +178,11 @@ func getImage(ctx context.Context, spec Spec, log io.Writer) (*images.Image, err
 	if err != nil {
 		var pe *images.PullError
 		if errors.As(err, &pe) {
-			return nil, &SetupError{Image: spec.Image, Reason: pe.FailureReason(), Message: pe.Error()}
+			msg := pe.Error()
+			if note := os.Getenv("BERTH_JOBROOT_UNREACHABLE"); note != "" && pe.Kind == images.KindUnreachable {
+				msg += " (" + note + ")"
+			}
+			return nil, &SetupError{Image: spec.Image, Reason: pe.FailureReason(), Message: msg}
 		}
 		return nil, setupErr(spec.Image, "runner_system_failure", err)
 	}
@@ -358,8 +308,8 @@ func removeTree(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// readPasswd scans the image's layers top down for etc/passwd and
-// etc/group (a whiteout ends the search).
+// readImageFile scans the image's layers top down for a file such as
+// etc/passwd (a whiteout or anything not a regular file ends the search).
 func readImageFile(layers []string, name string) []byte {
 	for i := len(layers) - 1; i >= 0; i-- {
 		p := filepath.Join(layers[i], name)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package jobroot_test
 
 import (
@@ -27,7 +29,7 @@ func TestJobRunsInTheImageWithAFreshRoot(t *testing.T) {
 	}
 	script := `set -e
 cat /etc/os-release
-echo "image=$IMAGE_VAR job=$JOB_VAR pwd=$(pwd) id=$(id -u)"
+echo "image=$IMAGE_VAR job=$JOB_VAR pwd=$(pwd) id=$(id -u) home=$HOME"
 cat /builds/project/checkout.txt; echo
 echo built > /builds/project/artifact
 test ! -e ` + hostOnly + ` && echo "host file not seen"
@@ -39,7 +41,7 @@ echo leaked > /etc/leak; touch /bin/leak`
 	if err != nil || code != 0 {
 		t.Fatalf("job: code %d, err %v, output:\n%s", code, err, out)
 	}
-	for _, want := range []string{"NAME=berth-test-image", "image=from-image job=from-job pwd=/srv/app id=0",
+	for _, want := range []string{"NAME=berth-test-image", "image=from-image job=from-job pwd=/srv/app id=0 home=/root",
 		"project files", "host file not seen", "no host binaries", "NoNewPrivs:\t1", "Seccomp:\t2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-ci/berth/internal/imagetest"
 )
@@ -28,5 +31,32 @@ func TestSubmitWithImage(t *testing.T) {
 	jobs, _, _ := d.berth("jobs", "--json")
 	if !strings.Contains(jobs, "image_pull_failure") {
 		t.Errorf("the job list does not show image_pull_failure:\n%s", jobs)
+	}
+}
+
+// TestImagePickupFigures times `berth submit --wait` of a `true` job on a
+// warm instance, with a cached image and without one (the README's
+// figures). Skipped unless BERTH_IMAGE_PICKUP=1: it measures, it does not
+// check.
+func TestImagePickupFigures(t *testing.T) {
+	if os.Getenv("BERTH_IMAGE_PICKUP") == "" {
+		t.Skip("set BERTH_IMAGE_PICKUP=1 to measure")
+	}
+	host := imagetest.Registry(t)
+	ref := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
+	d := newDaemon(t, fmt.Sprintf("[autoscaler.provider_config]\nnetwork = \"host\"\n\n[images]\ninsecure_registries = [%q]\n", host))
+	for _, args := range [][]string{{"submit", "--wait", "--", "true"}, {"submit", "--wait", "--image", ref, "--", "true"}} {
+		d.berth(args...) // warm: instance up, image cached
+		var took []time.Duration
+		for range 20 {
+			time.Sleep(500 * time.Millisecond)
+			start := time.Now()
+			if _, errOut, code := d.berth(args...); code != 0 {
+				t.Fatalf("%v: exit %d %s", args, code, errOut)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		t.Logf("%v: p50 %v p90 %v", args, took[9].Round(time.Millisecond), took[17].Round(time.Millisecond))
 	}
 }

@@ -4,11 +4,14 @@ package local_test
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/internal/imagetest"
+	"github.com/berth-ci/berth/internal/sandboxtest"
 	"github.com/berth-ci/berth/jobroot"
 )
 
@@ -63,4 +66,63 @@ echo leaked > /etc/leak`)
 	if code != 0 || !strings.Contains(out, "fresh") || !strings.Contains(out, "Using cached image") {
 		t.Fatalf("second job after recycle: exit %d:\n%s", code, out)
 	}
+}
+
+// TestImageJobOnIsolatedInstanceSaysWhy: an isolated sandbox has no route
+// to a registry; the job fails naming the image and what to change.
+func TestImageJobOnIsolatedInstanceSaysWhy(t *testing.T) {
+	host := imagetest.Registry(t)
+	ref := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
+	p := newGroup(t, t.TempDir(), "")
+	id := startOne(t, p)
+	ci, err := p.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r executor.Runner
+	_, err = r.RunInImage(context.Background(), ci, executor.Command{Script: "true"},
+		executor.ImageJob{Name: ref, Settings: jobroot.Settings{Insecure: []string{host}}})
+	ie, ok := executor.IsImageError(err)
+	if !ok || ie.Reason != "image_pull_failure" || !strings.Contains(ie.Message, ref) || !strings.Contains(ie.Message, `network = "host"`) {
+		t.Fatalf("err = %v, want an image_pull_failure naming %s and the network setting", err, ref)
+	}
+}
+
+// TestImageJobsUnprivileged runs the image tests again with berth as
+// nobody: the sandbox maps one ID, the launcher binds the cache by path.
+func TestImageJobsUnprivileged(t *testing.T) {
+	sandboxtest.RerunAsNobody(t, "BERTH_LOCAL_IMAGE_TEST_UNPRIVILEGED", nil, "-test.run",
+		"^(TestImageJobsInASandbox|TestServiceInASandbox|TestImageJobsUnprivileged)$")
+}
+
+// TestServiceInASandbox reaches a service by alias on a local instance.
+func TestServiceInASandbox(t *testing.T) {
+	host := imagetest.Registry(t)
+	ref := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
+	p := newGroup(t, t.TempDir(), `{"network":"host"}`)
+	id := startOne(t, p)
+	ci, err := p.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	svc := jobroot.Service{Image: ref, Alias: "web", Entrypoint: []string{"sh", "-c"},
+		Command: []string{"mkdir -p /www && echo pong > /www/index.html && exec httpd -f -p " + port + " -h /www"}}
+	var r executor.Runner
+	var out logBuf
+	code, err := r.RunInImage(context.Background(), ci, executor.Command{Output: &out,
+		Script: `for i in $(seq 1 100); do wget -q -O- http://web:` + port + `/ 2>/dev/null && exit 0; sleep 0.05; done; exit 1`},
+		executor.ImageJob{Name: ref, Settings: jobroot.Settings{Insecure: []string{host}}, Services: []jobroot.Service{svc}})
+	if err != nil || code != 0 || !strings.Contains(out.String(), "pong") {
+		t.Fatalf("exit %d err %v, want pong from the service:\n%s", code, err, out.String())
+	}
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }

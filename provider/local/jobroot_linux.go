@@ -48,6 +48,9 @@ const (
 	// launcherCache is where the launcher mounts the image cache, in its
 	// own mount namespace (it covers the instance's /tmp there only).
 	launcherCache = "/tmp"
+	// launcherNoteEnv carries what to tell a job whose registry is
+	// unreachable from this sandbox.
+	launcherNoteEnv = "BERTH_LOCAL_LAUNCHER_NOTE"
 )
 
 // instanceDirs are the directories of an instance a sandbox is given.
@@ -74,12 +77,13 @@ func startLauncher(cfg sandboxConfig) error {
 	defer null.Close()
 	cache := os.NewFile(imagesFD, "images")
 	defer cache.Close()
-	mode := "bind"
-	if cfg.DetachedMounts {
-		mode = "detached"
+	mode := "detached" // see cloneImagesDir
+	note := ""
+	if cfg.Network == "isolated" {
+		note = `this local instance has network = "isolated" and cannot reach registries: set network = "host" in [autoscaler.provider_config], or fill the cache and use pull_policy = "never"`
 	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-launcher", cfg.ID}, &os.ProcAttr{
-		Env:   []string{launcherEnv + "=" + mode, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Env:   []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Files: []*os.File{null, os.Stderr, os.Stderr, theirs, cache},
 		Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS},
 	})
@@ -118,13 +122,7 @@ func runLauncher(mode string) error {
 	if err := jobroot.UnmaskProc("/proc"); err != nil {
 		return err
 	}
-	var err error
-	if mode == "detached" {
-		err = unix.MoveMount(4, "", unix.AT_FDCWD, launcherCache, unix.MOVE_MOUNT_F_EMPTY_PATH)
-	} else {
-		err = unix.Mount("/proc/self/fd/4", launcherCache, "", unix.MS_BIND, "")
-	}
-	if err != nil {
+	if err := unix.MoveMount(4, "", unix.AT_FDCWD, launcherCache, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mount the image cache: %w", err)
 	}
 	unix.Close(4)
@@ -197,7 +195,7 @@ func serveRunner(env []string, files []*os.File) {
 			clean = append(clean, kv)
 		}
 	}
-	clean = append(clean, "BERTH_JOBROOT=run", "BERTH_JOBROOT_CACHE="+launcherCache)
+	clean = append(clean, "BERTH_JOBROOT=run", "BERTH_JOBROOT_CACHE="+launcherCache, "BERTH_JOBROOT_UNREACHABLE="+os.Getenv(launcherNoteEnv))
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-jobroot"}, &os.ProcAttr{
 		Dir: "/berth", Env: clean, Files: files[:3], Sys: &syscall.SysProcAttr{Setpgid: true},
 	})
@@ -366,4 +364,18 @@ func (p *Provider) ensureImagesDir(dir string) error {
 		return os.Chown(d, p.uids.Base, p.gids.Base)
 	}
 	return nil
+}
+
+// cloneImagesDir makes fd imagesFD a detached copy (open_tree) of the
+// instance's image cache, as the provider hands it over when berth runs as
+// root. Unprivileged, the sandbox reaches the directory by path, and only
+// now, before its root covers the host's: a bind from a descriptor of
+// this mount namespace would fail in the launcher's.
+func cloneImagesDir(cfg sandboxConfig) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, filepath.Join(cfg.Dir, imagesDir), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open the instance's image cache: %w", err)
+	}
+	defer unix.Close(fd)
+	return unix.Dup3(fd, imagesFD, unix.O_CLOEXEC)
 }

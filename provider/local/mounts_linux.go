@@ -50,7 +50,7 @@ func setupRoot(cfg sandboxConfig) error {
 		for _, d := range []struct {
 			fd   int
 			name string
-		}{{diskFD, diskDir}, {tmpFD, tmpDir}, {imagesFD, imagesDir}} {
+		}{{diskFD, diskDir}, {tmpFD, tmpDir}} {
 			fd, err := unix.Open(filepath.Join(cfg.Dir, d.name), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				return fmt.Errorf("open instance %s: %w", d.name, err)
@@ -59,6 +59,9 @@ func setupRoot(cfg sandboxConfig) error {
 				return err
 			}
 			unix.Close(fd)
+		}
+		if err := cloneImagesDir(cfg); err != nil {
+			return err
 		}
 	}
 	root := ""
