@@ -122,3 +122,30 @@ func TestSSHFloodDoesNotKillSandbox(t *testing.T) {
 		t.Fatalf("job on the other sandbox: exit %d %q", code, out)
 	}
 }
+
+// TestHostNetworkJobCannotKillAnotherSandbox: a job with network = "host"
+// floods another tenant's sandbox's SSH port with more idle connections
+// than that sandbox may have descriptors, while the other tenant runs a
+// job; that job must finish and the sandbox must live on.
+func TestHostNetworkJobCannotKillAnotherSandbox(t *testing.T) {
+	f := newFixture(t, `{"network": "host"}`)
+	ci, err := f.p.ConnectInfo(f.ctx, f.b)
+	must(t, err)
+	n := f.sandboxNoFile(f.b) + 256
+	attacked := make(chan string, 1)
+	go func() {
+		_, out := f.job(f.a, fmt.Sprintf("/berth/attack flood %s %d 4s", ci.Addr, n))
+		attacked <- out
+	}()
+	// The victim's job runs while the flood is on (it starts within the
+	// attacker's 4 s hold).
+	time.Sleep(time.Second)
+	code, out := f.job(f.b, "sleep 1; echo alive")
+	t.Logf("attacker: %s", strings.TrimSpace(<-attacked))
+	if code != 0 || out != "alive\n" {
+		t.Fatalf("the victim's job during the flood: exit %d %q", code, out)
+	}
+	if code, out := f.job(f.b, "echo alive"); code != 0 || out != "alive\n" {
+		t.Fatalf("the victim's sandbox after the flood: exit %d %q", code, out)
+	}
+}

@@ -82,6 +82,8 @@ func main() {
 		}
 	case "watch":
 		err = watch(os.Args[2], os.Args[3])
+	case "flood":
+		err = flood(os.Args[2], os.Args[3], os.Args[4])
 	case "socket":
 		err = socket(os.Args[2])
 	case "userns":
@@ -214,4 +216,37 @@ func watch(path, d string) error {
 		}
 	}
 	return fmt.Errorf("no event on %s in %s", path, d)
+}
+
+// flood opens n idle TCP connections to addr (raising its own descriptor
+// limit as far as the hard limit allows) and holds them for d. It
+// "works" when it could hold them all; whether the target survives is
+// for the caller to check.
+func flood(addr, n, d string) error {
+	var want int
+	fmt.Sscan(n, &want)
+	hold, err := time.ParseDuration(d)
+	if err != nil {
+		return err
+	}
+	var l unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &l)
+	l.Cur = l.Max
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &l)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for len(conns) < want {
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			return fmt.Errorf("refused after %d: %w", len(conns), err)
+		}
+		conns = append(conns, c)
+	}
+	fmt.Printf("holding %d connections\n", len(conns))
+	time.Sleep(hold)
+	return nil
 }
