@@ -219,16 +219,13 @@ func watch(path, d string) error {
 }
 
 // flood opens n idle TCP connections to addr (raising its own descriptor
-// limit as far as the hard limit allows) and holds them for d. It
-// "works" when it could hold them all; whether the target survives is
-// for the caller to check.
-func flood(addr, n, d string) error {
+// limit as far as the hard limit allows), then creates dir/flooding and
+// holds them until dir/stop exists (a minute at most). It "works" when it
+// could hold them all; whether the target survives is for the caller to
+// check.
+func flood(addr, n, dir string) error {
 	var want int
 	fmt.Sscan(n, &want)
-	hold, err := time.ParseDuration(d)
-	if err != nil {
-		return err
-	}
 	var l unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &l)
 	l.Cur = l.Max
@@ -242,11 +239,22 @@ func flood(addr, n, d string) error {
 	for len(conns) < want {
 		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 		if err != nil {
-			return fmt.Errorf("refused after %d: %w", len(conns), err)
+			err = fmt.Errorf("refused after %d: %w", len(conns), err)
+			if len(conns) > 0 { // room for the marker's descriptor
+				conns[0].Close()
+				conns = conns[1:]
+			}
+			os.WriteFile(dir+"/flooding", nil, 0o644)
+			return err
 		}
 		conns = append(conns, c)
 	}
 	fmt.Printf("holding %d connections\n", len(conns))
-	time.Sleep(hold)
+	os.WriteFile(dir+"/flooding", nil, 0o644)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(dir + "/stop"); err == nil {
+			break
+		}
+	}
 	return nil
 }
