@@ -4,6 +4,7 @@ package security_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-ci/berth/executor"
 )
 
 // sandboxNoFile reads the soft descriptor limit berth gave the sandbox
@@ -120,5 +123,47 @@ func TestSSHFloodDoesNotKillSandbox(t *testing.T) {
 	}
 	if code, out := f.job(f.b, "echo alive"); code != 0 || out != "alive\n" {
 		t.Fatalf("job on the other sandbox: exit %d %q", code, out)
+	}
+}
+
+// TestHostNetworkJobCannotKillAnotherSandbox: a job with network = "host"
+// floods another tenant's sandbox's SSH port with more idle connections
+// than that sandbox may have descriptors, while the other tenant runs a
+// job; that job must finish and the sandbox must live on.
+func TestHostNetworkJobCannotKillAnotherSandbox(t *testing.T) {
+	f := newFixture(t, `{"network": "host"}`)
+	ci2, err := f.p.ConnectInfo(f.ctx, f.b)
+	must(t, err)
+	n := f.sandboxNoFile(f.b) + 256
+	f.job(f.a, "true") // puts the attack helper in place
+	attacked := make(chan string, 1)
+	go func() {
+		ci, err := f.p.ConnectInfo(f.ctx, f.a)
+		if err != nil {
+			attacked <- err.Error()
+			return
+		}
+		var out bytes.Buffer
+		executor.Run(f.ctx, ci, executor.Command{Script: fmt.Sprintf("/berth/attack flood %s %d /berth", ci2.Addr, n), Output: &out})
+		attacked <- out.String()
+	}()
+	// The victim's job starts once the attacker holds its connections.
+	aDisk := filepath.Join(f.instDir(f.a), "disk")
+	for end := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(aDisk, "flooding")); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the attacker never held its connections")
+		}
+	}
+	code, out := f.job(f.b, "echo alive")
+	must(t, os.WriteFile(filepath.Join(aDisk, "stop"), nil, 0o644))
+	t.Logf("attacker: %s", strings.TrimSpace(<-attacked))
+	if code != 0 || out != "alive\n" {
+		t.Fatalf("the victim's job during the flood: exit %d %q", code, out)
+	}
+	if code, out := f.job(f.b, "echo alive"); code != 0 || out != "alive\n" {
+		t.Fatalf("the victim's sandbox after the flood: exit %d %q", code, out)
 	}
 }

@@ -82,6 +82,8 @@ func main() {
 		}
 	case "watch":
 		err = watch(os.Args[2], os.Args[3])
+	case "flood":
+		err = flood(os.Args[2], os.Args[3], os.Args[4])
 	case "socket":
 		err = socket(os.Args[2])
 	case "userns":
@@ -214,4 +216,45 @@ func watch(path, d string) error {
 		}
 	}
 	return fmt.Errorf("no event on %s in %s", path, d)
+}
+
+// flood opens n idle TCP connections to addr (raising its own descriptor
+// limit as far as the hard limit allows), then creates dir/flooding and
+// holds them until dir/stop exists (a minute at most). It "works" when it
+// could hold them all; whether the target survives is for the caller to
+// check.
+func flood(addr, n, dir string) error {
+	var want int
+	fmt.Sscan(n, &want)
+	var l unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &l)
+	l.Cur = l.Max
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &l)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for len(conns) < want {
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			err = fmt.Errorf("refused after %d: %w", len(conns), err)
+			if len(conns) > 0 { // room for the marker's descriptor
+				conns[0].Close()
+				conns = conns[1:]
+			}
+			os.WriteFile(dir+"/flooding", nil, 0o644)
+			return err
+		}
+		conns = append(conns, c)
+	}
+	fmt.Printf("holding %d connections\n", len(conns))
+	os.WriteFile(dir+"/flooding", nil, 0o644)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(dir + "/stop"); err == nil {
+			break
+		}
+	}
+	return nil
 }
