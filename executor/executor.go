@@ -155,6 +155,8 @@ type Runner struct {
 	KeepAliveTimeout time.Duration
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
+
+	pool connPool
 }
 
 // Run runs cmd on the instance ci describes, with a zero Runner.
@@ -193,19 +195,14 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 	}
 	defer cancel()
 
-	client, err := r.dial(runCtx, ci)
+	c, sess, err := r.openSession(runCtx, ci)
 	if err != nil {
 		if runCtx.Err() != nil {
 			return -1, stopError(runCtx, ci, cmd)
 		}
 		return -1, err
 	}
-	defer client.Close()
-
-	sess, err := client.NewSession()
-	if err != nil {
-		return -1, &SystemError{Instance: ci.ID, Op: "open session", Err: err}
-	}
+	defer r.release(c)
 	defer sess.Close()
 	for _, kv := range cmd.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -223,17 +220,62 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 	if err := sess.Start(wrapperCommand); err != nil {
 		return -1, &SystemError{Instance: ci.ID, Op: "start script", Err: err}
 	}
+	waitErr, killed := r.wait(runCtx, c, sess)
+	if killed {
+		return -1, stopError(runCtx, ci, cmd)
+	}
+	if werr := out.writeErr(); werr != nil {
+		r.logger().Warn("job output dropped after a write error", "instance", ci.ID, "err", werr)
+	}
+	return exitResult(ci, waitErr, c.lost.get())
+}
 
-	// The wait happens on this goroutine, and the deadline and keepalive
-	// act through timers: a running job holds no goroutine of its own
-	// besides the SSH library's, which matters with thousands of them.
-	lost := &lostCause{}
-	stopKA := r.keepAlive(client, lost)
+// openSession opens a session on a connection to ci (see conn.go). A
+// shared connection that refuses the session (the server's session limit,
+// or it died meanwhile) is left to its other users, and the session is
+// opened on a connection of its own.
+func (r *Runner) openSession(ctx context.Context, ci provider.ConnectInfo) (*conn, *ssh.Session, error) {
+	c, err := r.acquire(ctx, ci)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := c.client.NewSession()
+	if err == nil {
+		return c, sess, nil
+	}
+	shared := r.shared(c)
+	if !shared {
+		r.release(c)
+		return nil, nil, &SystemError{Instance: ci.ID, Op: "open session", Err: err}
+	}
+	r.logger().Info("instance refused another session on its shared SSH connection; using a connection of the job's own",
+		"instance", ci.ID, "err", err)
+	r.forget(c)
+	r.release(c)
+	if c, err = r.dialAlone(ctx, ci); err != nil {
+		return nil, nil, err
+	}
+	if sess, err = c.client.NewSession(); err != nil {
+		r.release(c)
+		return nil, nil, &SystemError{Instance: ci.ID, Op: "open session", Err: err}
+	}
+	return c, sess, nil
+}
+
+// killGrace is how long a killed command's session may take to close on a
+// connection other commands share before the connection is closed too.
+const killGrace = 10 * time.Second
+
+// wait waits for the session's command on this goroutine; the deadline acts
+// through a timer, so a running job holds no goroutine of its own besides
+// the SSH library's, which matters with thousands of them. It reports
+// whether the command was killed because ctx ended.
+func (r *Runner) wait(ctx context.Context, c *conn, sess *ssh.Session) (waitErr error, killed bool) {
 	var (
-		mu             sync.Mutex
-		waited, killed bool
+		mu     sync.Mutex
+		waited bool
 	)
-	stopKill := context.AfterFunc(runCtx, func() {
+	stopKill := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		if waited {
 			// The script ended as the deadline hit; its result stands.
@@ -244,24 +286,29 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 		mu.Unlock()
 		_ = sess.Signal(ssh.SIGKILL)
 		_ = sess.Close()
-		_ = client.Close()
+		if !r.shared(c) {
+			_ = c.client.Close()
+			return
+		}
+		// Other commands use the connection: close it only if this
+		// session does not end (a server that stopped answering).
+		time.AfterFunc(killGrace, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !waited {
+				r.forget(c)
+				_ = c.client.Close()
+			}
+		})
 	})
-	waitErr := sess.Wait()
+	waitErr = sess.Wait()
 	mu.Lock()
 	waited = true
 	mu.Unlock()
 	stopKill()
-	stopKA()
 	mu.Lock()
-	wasKilled := killed
-	mu.Unlock()
-	if wasKilled {
-		return -1, stopError(runCtx, ci, cmd)
-	}
-	if werr := out.writeErr(); werr != nil {
-		r.logger().Warn("job output dropped after a write error", "instance", ci.ID, "err", werr)
-	}
-	return exitResult(ci, waitErr, lost.get())
+	defer mu.Unlock()
+	return waitErr, killed
 }
 
 // Output runs script on the instance and returns its combined output
