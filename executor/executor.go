@@ -30,8 +30,15 @@
 // # Stopping
 //
 // On timeout or cancellation the executor sends signal KILL, closes the
-// session and the connection, and waits until no more output can reach the
-// writer before it returns. Whether the remote processes die with the
+// session and the connection (unless other commands share it: then only if
+// the session does not end within 10 s), and waits until no more output can
+// reach the writer before it returns.
+//
+// # Connections
+//
+// The commands a Runner runs on one instance at the same time share one SSH
+// connection, each in its own session (see conn.go for why and for the
+// server's session limit); the connection closes with its last command. Whether the remote processes die with the
 // session is up to the SSH server; berth's own servers kill them.
 package executor
 
