@@ -293,6 +293,9 @@ func (r *Runner) wait(ctx context.Context, c *conn, sess *ssh.Session) (waitErr 
 		mu.Unlock()
 		_ = sess.Signal(ssh.SIGKILL)
 		_ = sess.Close()
+		// No command joins a connection from now on that may be closed
+		// under it.
+		r.forget(c)
 		if !r.shared(c) {
 			_ = c.client.Close()
 			return
@@ -303,7 +306,6 @@ func (r *Runner) wait(ctx context.Context, c *conn, sess *ssh.Session) (waitErr 
 			mu.Lock()
 			defer mu.Unlock()
 			if !waited {
-				r.forget(c)
 				_ = c.client.Close()
 			}
 		})
