@@ -30,8 +30,15 @@
 // # Stopping
 //
 // On timeout or cancellation the executor sends signal KILL, closes the
-// session and the connection, and waits until no more output can reach the
-// writer before it returns. Whether the remote processes die with the
+// session and the connection (unless other commands share it: then only if
+// the session does not end within 10 s), and waits until no more output can
+// reach the writer before it returns.
+//
+// # Connections
+//
+// The commands a Runner runs on one instance at the same time share one SSH
+// connection, each in its own session (see conn.go for why and for the
+// server's session limit); the connection closes with its last command. Whether the remote processes die with the
 // session is up to the SSH server; berth's own servers kill them.
 package executor
 
@@ -160,6 +167,8 @@ type Runner struct {
 	KeepAliveTimeout time.Duration
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
+
+	pool connPool
 }
 
 // Run runs cmd on the instance ci describes, with a zero Runner.
@@ -198,19 +207,14 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 	}
 	defer cancel()
 
-	client, err := r.dial(runCtx, ci)
+	c, sess, err := r.openSession(runCtx, ci)
 	if err != nil {
 		if runCtx.Err() != nil {
 			return -1, stopError(runCtx, ci, cmd)
 		}
 		return -1, err
 	}
-	defer client.Close()
-
-	sess, err := client.NewSession()
-	if err != nil {
-		return -1, &SystemError{Instance: ci.ID, Op: "open session", Err: err}
-	}
+	defer r.release(c)
 	defer sess.Close()
 	for _, kv := range cmd.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -232,17 +236,62 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 	if err := sess.Start(remote); err != nil {
 		return -1, &SystemError{Instance: ci.ID, Op: "start script", Err: err}
 	}
+	waitErr, killed := r.wait(runCtx, c, sess)
+	if killed {
+		return -1, stopError(runCtx, ci, cmd)
+	}
+	if werr := out.writeErr(); werr != nil {
+		r.logger().Warn("job output dropped after a write error", "instance", ci.ID, "err", werr)
+	}
+	return exitResult(ci, waitErr, c.lost.get())
+}
 
-	// The wait happens on this goroutine, and the deadline and keepalive
-	// act through timers: a running job holds no goroutine of its own
-	// besides the SSH library's, which matters with thousands of them.
-	lost := &lostCause{}
-	stopKA := r.keepAlive(client, lost)
+// openSession opens a session on a connection to ci (see conn.go). A
+// shared connection that refuses the session (the server's session limit,
+// or it died meanwhile) is left to its other users, and the session is
+// opened on a connection of its own.
+func (r *Runner) openSession(ctx context.Context, ci provider.ConnectInfo) (*conn, *ssh.Session, error) {
+	c, err := r.acquire(ctx, ci)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := c.client.NewSession()
+	if err == nil {
+		return c, sess, nil
+	}
+	shared := r.shared(c)
+	if !shared {
+		r.release(c)
+		return nil, nil, &SystemError{Instance: ci.ID, Op: "open session", Err: err}
+	}
+	r.logger().Info("instance refused another session on its shared SSH connection; using a connection of the job's own",
+		"instance", ci.ID, "err", err)
+	r.forget(c)
+	r.release(c)
+	if c, err = r.dialAlone(ctx, ci); err != nil {
+		return nil, nil, err
+	}
+	if sess, err = c.client.NewSession(); err != nil {
+		r.release(c)
+		return nil, nil, &SystemError{Instance: ci.ID, Op: "open session", Err: err}
+	}
+	return c, sess, nil
+}
+
+// killGrace is how long a killed command's session may take to close on a
+// connection other commands share before the connection is closed too.
+const killGrace = 10 * time.Second
+
+// wait waits for the session's command on this goroutine; the deadline acts
+// through a timer, so a running job holds no goroutine of its own besides
+// the SSH library's, which matters with thousands of them. It reports
+// whether the command was killed because ctx ended.
+func (r *Runner) wait(ctx context.Context, c *conn, sess *ssh.Session) (waitErr error, killed bool) {
 	var (
-		mu             sync.Mutex
-		waited, killed bool
+		mu     sync.Mutex
+		waited bool
 	)
-	stopKill := context.AfterFunc(runCtx, func() {
+	stopKill := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		if waited {
 			// The script ended as the deadline hit; its result stands.
@@ -253,24 +302,31 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 		mu.Unlock()
 		_ = sess.Signal(ssh.SIGKILL)
 		_ = sess.Close()
-		_ = client.Close()
+		// No command joins a connection from now on that may be closed
+		// under it.
+		r.forget(c)
+		if !r.shared(c) {
+			_ = c.client.Close()
+			return
+		}
+		// Other commands use the connection: close it only if this
+		// session does not end (a server that stopped answering).
+		time.AfterFunc(killGrace, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !waited {
+				_ = c.client.Close()
+			}
+		})
 	})
-	waitErr := sess.Wait()
+	waitErr = sess.Wait()
 	mu.Lock()
 	waited = true
 	mu.Unlock()
 	stopKill()
-	stopKA()
 	mu.Lock()
-	wasKilled := killed
-	mu.Unlock()
-	if wasKilled {
-		return -1, stopError(runCtx, ci, cmd)
-	}
-	if werr := out.writeErr(); werr != nil {
-		r.logger().Warn("job output dropped after a write error", "instance", ci.ID, "err", werr)
-	}
-	return exitResult(ci, waitErr, lost.get())
+	defer mu.Unlock()
+	return waitErr, killed
 }
 
 // Output runs script on the instance and returns its combined output

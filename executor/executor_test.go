@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,5 +348,111 @@ func TestRunCopiesLargeAndTrickledOutputIntact(t *testing.T) {
 	want.WriteString(strings.Repeat("0", 510) + "7\n")
 	if got := out.String(); got != want.String() {
 		t.Errorf("output differs: got %d bytes, want %d", len(got), want.Len())
+	}
+}
+
+// connections counts the SSH connections the server accepted.
+func (s *testServer) connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Jobs running on one instance at the same time share one SSH connection,
+// each in its own session, and each gets its own output and exit code.
+func TestConcurrentCommandsOnOneInstanceShareAConnection(t *testing.T) {
+	srv := newTestServer(t)
+	runConcurrently(t, srv, 4)
+	if n := srv.connections(); n != 1 {
+		t.Errorf("4 concurrent commands made %d connections, want 1", n)
+	}
+	// The connection closed with its last command: the next dials anew.
+	if code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: "true"}); err != nil || code != 0 {
+		t.Fatalf("Run after the shared connection closed = %d, %v", code, err)
+	}
+}
+
+// A server that allows fewer sessions per connection than commands run
+// (OpenSSH's MaxSessions) still runs them all, the rest on connections of
+// their own.
+func TestCommandsPastTheSessionLimitGetTheirOwnConnection(t *testing.T) {
+	srv := newTestServer(t, func(s *testServer) { s.maxSessions = 2 })
+	runConcurrently(t, srv, 4)
+	if n := srv.connections(); n < 2 {
+		t.Errorf("4 concurrent commands with 2 sessions per connection made %d connections, want at least 2", n)
+	}
+}
+
+// runConcurrently runs n commands on srv through one Runner, all of them
+// running at once, and checks each got its own output and exit code.
+func runConcurrently(t *testing.T, srv *testServer, n int) {
+	t.Helper()
+	var r executor.Runner
+	gate := t.TempDir() + "/gate"
+	var started sync.WaitGroup
+	started.Add(n)
+	var wg sync.WaitGroup
+	for i := range n {
+		out := newWatchWriter("started")
+		var once sync.Once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer once.Do(started.Done) // a command that failed early
+			script := fmt.Sprintf("echo started %d\nwhile [ ! -e %s ]; do sleep 0.01; done\necho done %d\nexit %d", i, gate, i, i)
+			code, err := r.Run(context.Background(), srv.connectInfo(), executor.Command{Script: script, Output: out})
+			if err != nil || code != i {
+				t.Errorf("command %d: Run = %d, %v; want exit %d", i, code, err, i)
+			}
+			if want := fmt.Sprintf("started %d\ndone %d\n", i, i); out.String() != want {
+				t.Errorf("command %d printed %q, want %q", i, out.String(), want)
+			}
+		}()
+		go func() { <-out.seen; once.Do(started.Done) }()
+	}
+	started.Wait() // all run at once
+	if err := writeFile(gate); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// Canceling one of the commands that share a connection kills that command
+// only; the others run to their end.
+func TestCancelOneOfTheCommandsSharingAConnection(t *testing.T) {
+	srv := newTestServer(t)
+	var r executor.Runner
+	gate := t.TempDir() + "/gate"
+	keep := newWatchWriter("started")
+	kill := newWatchWriter("started")
+	ctx, cancel := context.WithCancel(context.Background())
+	kept := make(chan error, 1)
+	go func() {
+		code, err := r.Run(context.Background(), srv.connectInfo(), executor.Command{Output: keep,
+			Script: "echo started\nwhile [ ! -e " + gate + " ]; do sleep 0.01; done\necho survived"})
+		if err == nil && code != 0 {
+			err = fmt.Errorf("exit %d", code)
+		}
+		kept <- err
+	}()
+	<-keep.seen
+	killed := make(chan error, 1)
+	go func() {
+		_, err := r.Run(ctx, srv.connectInfo(), executor.Command{Output: kill, Script: "echo started\nsleep 60"})
+		killed <- err
+	}()
+	<-kill.seen
+	cancel()
+	if err := <-killed; !errors.Is(err, executor.ErrCanceled) {
+		t.Errorf("canceled command: %v, want ErrCanceled", err)
+	}
+	if err := writeFile(gate); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-kept; err != nil || !strings.Contains(keep.String(), "survived") {
+		t.Errorf("the other command on the connection: %v, output %q; want it to run to its end", err, keep.String())
+	}
+	if n := srv.connections(); n != 1 {
+		t.Errorf("%d connections, want the two commands to share 1", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ type testServer struct {
 	hostKey   ssh.Signer
 	clientKey []byte // PEM
 	refuseEnv bool
+	// maxSessions refuses sessions past this many open on one connection,
+	// as OpenSSH's MaxSessions does; 0 means no limit.
+	maxSessions int
 
 	mu       sync.Mutex
 	conns    []*freezeConn
@@ -152,18 +156,28 @@ func (s *testServer) serveConn(c net.Conn, config *ssh.ServerConfig) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
+	var open sync.WaitGroup
+	var sessions atomic.Int32
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
 			_ = nc.Reject(ssh.UnknownChannelType, "only sessions")
+			continue
+		}
+		if s.maxSessions > 0 && int(sessions.Load()) >= s.maxSessions {
+			_ = nc.Reject(ssh.Prohibited, "open failed")
 			continue
 		}
 		ch, chReqs, err := nc.Accept()
 		if err != nil {
 			return
 		}
+		sessions.Add(1)
+		open.Add(1)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer open.Done()
+			defer sessions.Add(-1)
 			s.serveSession(ch, chReqs)
 		}()
 	}

@@ -63,6 +63,10 @@ type Bolt struct {
 	// lastArrivals is the arrival model written last; the core hands the
 	// same pointer until the model changes.
 	lastArrivals *scaler.ArrivalModel
+	// written holds the instance and booking records the last committed
+	// Save wrote, by bucket and key, so that an unchanged one is neither
+	// marshalled nor written again; nil after a failed Save.
+	written map[string]any
 }
 
 // Open opens or creates the state file at path. An unreadable or corrupt
@@ -221,6 +225,7 @@ func each(tx *bolt.Tx, name []byte, fn func(v []byte) error) error {
 // Save replaces the saved state in one transaction.
 func (b *Bolt) Save(st scaler.State) error {
 	var saved *scaler.ArrivalModel
+	w := &writer{last: b.written, next: make(map[string]any, len(st.Instances)+len(st.Reservations))}
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		pending, err := encode(st.Pending)
@@ -245,34 +250,42 @@ func (b *Bolt) Save(st scaler.State) error {
 		if err := meta.Put(keySaved, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 			return err
 		}
-		if err := replace(tx, bucketInstances, len(st.Instances), func(i int) (string, any) {
+		if err := w.replace(tx, bucketInstances, len(st.Instances), func(i int) (string, any) {
 			return st.Instances[i].ID, st.Instances[i]
 		}); err != nil {
 			return err
 		}
-		if err := replace(tx, bucketReservations, len(st.Reservations), func(i int) (string, any) {
+		if err := w.replace(tx, bucketReservations, len(st.Reservations), func(i int) (string, any) {
 			return st.Reservations[i].Key, st.Reservations[i]
 		}); err != nil {
 			return err
 		}
-		return replace(tx, bucketEnvs, len(st.Envs), func(i int) (string, any) {
+		return w.replace(tx, bucketEnvs, len(st.Envs), func(i int) (string, any) {
 			return st.Envs[i].Key, st.Envs[i]
 		})
 	})
 	if err != nil {
+		b.written = nil
 		return fmt.Errorf("save state to %s: %w (is the disk full?)", b.path, err)
 	}
 	if saved != nil {
 		b.lastArrivals = saved
 	}
+	b.written = w.next
 	return nil
 }
 
+// writer writes one Save's buckets, skipping records the last Save wrote
+// unchanged.
+type writer struct {
+	last, next map[string]any
+}
+
 // replace makes bucket name hold exactly the n items. It writes only the
-// entries whose JSON changed and deletes the ones that are gone: the state
-// is saved on every booking, and rewriting every instance and booking each
-// time made a burst of N bookings cost O(N²) page writes.
-func replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) error {
+// entries that changed and deletes the ones that are gone: the state is
+// saved on every booking, and rewriting (and marshalling) every instance and
+// booking each time made a burst of N bookings cost O(N²) of both.
+func (w *writer) replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) error {
 	bk, err := tx.CreateBucketIfNotExists(name)
 	if err != nil {
 		return err
@@ -280,11 +293,14 @@ func replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) er
 	keep := make(map[string]bool, n)
 	for i := range n {
 		k, v := item(i)
+		keep[k] = true
+		if w.unchanged(string(name)+"/"+k, v) {
+			continue
+		}
 		data, err := encode(v)
 		if err != nil {
 			return err
 		}
-		keep[k] = true
 		if old := bk.Get([]byte(k)); old != nil && bytes.Equal(old, data) {
 			continue
 		}
@@ -305,6 +321,20 @@ func replace(tx *bolt.Tx, name []byte, n int, item func(i int) (string, any)) er
 		}
 	}
 	return nil
+}
+
+// unchanged reports whether the last committed Save wrote v under key, and
+// remembers v for the next Save. Only records that Go can compare with ==
+// are remembered (an environment's state is a byte slice).
+func (w *writer) unchanged(key string, v any) bool {
+	switch v.(type) {
+	case scaler.InstanceRecord, scaler.ReservationRecord:
+	default:
+		return false
+	}
+	w.next[key] = v
+	last, ok := w.last[key]
+	return ok && last == v
 }
 
 // Close writes the last good copy and closes the file.

@@ -604,9 +604,10 @@ func (p *Provider) start(m *meta) error {
 	// does that.
 	pid := cmd.Process.Pid
 	if _, err := reapInBackground(cmd); err != nil {
-		unix.Kill(pid, unix.SIGKILL)
+		// A kernel without pidfds (before 5.3): a blocking wait, which
+		// costs a thread per sandbox but works.
+		p.log.Warn("cannot wait for the sandbox through a pidfd; waiting with a thread of its own", "id", m.ID, "err", err)
 		go cmd.Wait()
-		return err
 	}
 	if m.PidsCgroup != "" {
 		if err := pidsV1Add(m.PidsCgroup, pid); err != nil {
