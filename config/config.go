@@ -33,9 +33,13 @@ import (
 // Defaults from docs/config.md. They are constants so that docs, tests and the CLI
 // can refer to them.
 const (
-	DefaultListen                 = "127.0.0.1:8765"
-	DefaultLogLevel               = "info"
-	DefaultJobTimeout             = time.Hour
+	DefaultListen     = "127.0.0.1:8765"
+	DefaultLogLevel   = "info"
+	DefaultJobTimeout = time.Hour
+	// DefaultJobRetention keeps finished jobs of the built-in queue 30 days.
+	DefaultJobRetention = 30 * 24 * time.Hour
+	// DefaultLogRetention keeps finished jobs' logs 7 days.
+	DefaultLogRetention           = 7 * 24 * time.Hour
 	DefaultProvider               = "local"
 	DefaultCapacityPerInstance    = 1
 	DefaultMaxInstances           = 10
@@ -93,6 +97,12 @@ type Config struct {
 	// JobTimeout bounds a job that does not set its own timeout (key
 	// job_timeout, top level because it applies to every source).
 	JobTimeout time.Duration
+	// JobRetention is how long finished jobs of the built-in queue are
+	// kept (key job_retention); 0 keeps them for ever.
+	JobRetention time.Duration
+	// LogRetention is how long finished jobs' logs are kept (key
+	// log_retention); 0 keeps them as long as their job.
+	LogRetention time.Duration
 
 	// Sources are where jobs come from; several share one fleet. Written as
 	// one [source] table or as [[source]] array elements. With no source in
@@ -243,11 +253,13 @@ func DefaultPolicyPeriod() policy.Period {
 // file: the built-in queue, the local provider and the defaults of docs/config.md.
 func Default() *Config {
 	return &Config{
-		Listen:     DefaultListen,
-		StateDir:   DefaultStateDir(),
-		LogLevel:   DefaultLogLevel,
-		JobTimeout: DefaultJobTimeout,
-		Sources:    []Source{{Kind: SourceQueue}},
+		Listen:       DefaultListen,
+		StateDir:     DefaultStateDir(),
+		LogLevel:     DefaultLogLevel,
+		JobTimeout:   DefaultJobTimeout,
+		JobRetention: DefaultJobRetention,
+		LogRetention: DefaultLogRetention,
+		Sources:      []Source{{Kind: SourceQueue}},
 		Autoscaler: Autoscaler{
 			Provider:               DefaultProvider,
 			ProviderConfig:         json.RawMessage("{}"),

@@ -313,6 +313,8 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	root.bool("insecure_listen", &c.InsecureListen)
 	root.str("log_level", &c.LogLevel)
 	root.duration("job_timeout", &c.JobTimeout)
+	root.duration("job_retention", &c.JobRetention)
+	root.duration("log_retention", &c.LogRetention)
 
 	if srcs, present := root.tables("source"); present {
 		c.Sources = nil

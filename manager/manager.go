@@ -305,6 +305,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	}()
 	backupDone := make(chan struct{})
 	go func() { m.backups(ctx); close(backupDone) }()
+	pruneDone := make(chan struct{})
+	go func() { m.prune(ctx); close(pruneDone) }()
 
 	// Jobs run on their own context, so a stop signal does not kill them at once.
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
@@ -321,6 +323,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.log.Info("stopping: taking no new jobs", "grace", m.opts.ShutdownGrace)
 	loops.Wait()
 	<-backupDone
+	<-pruneDone
 	done := make(chan struct{})
 	go func() { m.jobs.Wait(); close(done) }()
 	select {
