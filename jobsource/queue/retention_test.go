@@ -61,4 +61,3 @@ func TestPruneDeletesOldFinishedJobsAndLogsOnly(t *testing.T) {
 		t.Fatalf("job after pruning got ID %s (%v); pruned IDs must not come back", j.ID, err)
 	}
 }
-
