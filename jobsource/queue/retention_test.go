@@ -3,6 +3,8 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,5 +61,24 @@ func TestPruneDeletesOldFinishedJobsAndLogsOnly(t *testing.T) {
 	j, err := q.Submit(api.JobRequest{Script: "echo"})
 	if err != nil || j.ID == ids[0] || j.ID == ids[1] {
 		t.Fatalf("job after pruning got ID %s (%v); pruned IDs must not come back", j.ID, err)
+	}
+}
+
+// Only the admin may prune: a submitter gets 403 and nothing is deleted.
+func TestPruneIsRefusedToASubmitter(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	j, _ := q.Submit(api.JobRequest{Script: "echo"})
+	job := request(t, q)
+	job.Finish(context.Background(), jobsource.Result{})
+	h := q.Handler()
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/jobs/prune?jobs_older_than=1ns", nil)
+	req = req.WithContext(api.WithPrincipal(req.Context(), api.Principal{Name: "alice"}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Fatalf("prune by a submitter: %d %s, want 403", rec.Code, rec.Body)
+	}
+	if _, err := q.Get(j.ID); err != nil {
+		t.Errorf("the job was deleted by a refused prune: %v", err)
 	}
 }
