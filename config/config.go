@@ -33,13 +33,17 @@ import (
 // Defaults from docs/config.md. They are constants so that docs, tests and the CLI
 // can refer to them.
 const (
-	DefaultListen                 = "127.0.0.1:8765"
-	DefaultMaxConnections         = 512
-	DefaultLogLevel               = "info"
-	DefaultLogFormat              = "text"
-	DefaultJobTimeout             = time.Hour
-	DefaultShutdownTimeout        = 5 * time.Minute
-	DefaultOutputLimitKiB         = 4096
+	DefaultListen          = "127.0.0.1:8765"
+	DefaultMaxConnections  = 512
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "text"
+	DefaultJobTimeout      = time.Hour
+	DefaultShutdownTimeout = 5 * time.Minute
+	DefaultOutputLimitKiB  = 4096
+	// DefaultJobRetention keeps finished jobs of the built-in queue 30 days.
+	DefaultJobRetention = 30 * 24 * time.Hour
+	// DefaultLogRetention keeps finished jobs' logs 7 days.
+	DefaultLogRetention           = 7 * 24 * time.Hour
 	DefaultProvider               = "local"
 	DefaultCapacityPerInstance    = 1
 	DefaultMaxInstances           = 10
@@ -108,6 +112,12 @@ type Config struct {
 	// go on after the first stop signal before they are canceled; a second
 	// signal cancels them at once.
 	ShutdownTimeout time.Duration
+	// JobRetention is how long finished jobs of the built-in queue are
+	// kept (key job_retention); 0 keeps them for ever.
+	JobRetention time.Duration
+	// LogRetention is how long finished jobs' logs are kept (key
+	// log_retention); 0 keeps them as long as their job.
+	LogRetention time.Duration
 
 	// Sources are where jobs come from; several share one fleet. Written as
 	// one [source] table or as [[source]] array elements. With no source in
@@ -286,6 +296,8 @@ func Default() *Config {
 		ShutdownTimeout: DefaultShutdownTimeout,
 		Sources:         []Source{{Kind: SourceQueue}},
 		Images:          Images{PullPolicy: DefaultPullPolicy, CacheSize: DefaultCacheSize},
+		JobRetention:    DefaultJobRetention,
+		LogRetention:    DefaultLogRetention,
 		Autoscaler: Autoscaler{
 			Provider:               DefaultProvider,
 			ProviderConfig:         json.RawMessage("{}"),

@@ -320,6 +320,8 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	root.str("log_format", &c.LogFormat)
 	root.duration("job_timeout", &c.JobTimeout)
 	root.duration("shutdown_timeout", &c.ShutdownTimeout)
+	root.duration("job_retention", &c.JobRetention)
+	root.duration("log_retention", &c.LogRetention)
 
 	if srcs, present := root.tables("source"); present {
 		c.Sources = nil

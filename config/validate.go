@@ -126,6 +126,12 @@ func (c *Config) check() (issues, warnings []Issue) {
 	if !contains(logFormats, c.LogFormat) {
 		k.fail("log_format", c.LogFormat, "must be one of %s", quoteList(logFormats))
 	}
+	if c.JobRetention < 0 {
+		k.fail("job_retention", c.JobRetention, `must be 0 (keep for ever) or positive, e.g. "720h"`)
+	}
+	if c.LogRetention < 0 {
+		k.fail("log_retention", c.LogRetention, `must be 0 (keep as long as the job) or positive, e.g. "168h"`)
+	}
 	if c.JobTimeout <= 0 {
 		k.fail("job_timeout", c.JobTimeout, `must be positive, e.g. "1h"`)
 	}

@@ -175,7 +175,12 @@ func New(core *scaler.Scaler, opts Options) *Fleet {
 func (f *Fleet) do(fn func(c *scaler.Scaler)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	before, jumps := f.core.Now(), f.core.ClockJumps()
 	f.core.Advance(f.opts.Clock())
+	if f.core.ClockJumps() != jumps {
+		f.log.Warn("the clock jumped; parked environments age by at most the core's step for it, so the jump does not expire them",
+			"from", before.UTC().Format(time.RFC3339), "to", f.core.Now().UTC().Format(time.RFC3339), "max_step", f.core.Config().MaxClockStep)
+	}
 	fn(f.core)
 	f.flushLocked()
 }

@@ -329,6 +329,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	go m.sampleMetrics(fleetCtx)
 	backupDone := make(chan struct{})
 	go func() { m.backups(ctx); close(backupDone) }()
+	pruneDone := make(chan struct{})
+	go func() { m.prune(ctx); close(pruneDone) }()
 
 	// Jobs run on their own context, so a stop signal does not kill them at once.
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
@@ -349,6 +351,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		"send the signal again to cancel them now", "grace", m.opts.ShutdownGrace)
 	loops.Wait()
 	<-backupDone
+	<-pruneDone
 	m.waitJobs(cancelJobs)
 	cancelJobs()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

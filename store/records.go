@@ -28,6 +28,10 @@ func CheckRecord(bucket, key, value []byte) error {
 	default:
 		return nil
 	}
+	// A sealed record that matches its checksum is what berth wrote.
+	if sealed, err := boltfile.Sealed(value); sealed {
+		return err
+	}
 	return decode(value, dst)
 }
 

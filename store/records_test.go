@@ -104,3 +104,44 @@ func TestBackupNeverReplacesTheCopyWithADamagedOne(t *testing.T) {
 		t.Error("state.db.bak was replaced with a damaged copy")
 	}
 }
+
+// Issue 19: a state file gone while its last good copy is there, or a
+// symbolic link to nothing in its place, started empty without a word.
+// berth now refuses, naming the copy; restore puts it back.
+func TestMissingStateFileNextToItsBackupIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remove func(path string)
+		want   string
+	}{
+		{"deleted", func(p string) { os.Remove(p) }, "state.db.bak"},
+		{"dangling symlink", func(p string) {
+			os.Remove(p)
+			os.Symlink(p+".gone", p)
+		}, "symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := parkedState(t)
+			tc.remove(path)
+			_, err := Open(path)
+			var me *boltfile.MissingError
+			if !errors.As(err, &me) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("open: %v, want a refusal naming %q", err, tc.want)
+			}
+			if _, err := os.Stat(path); err == nil {
+				t.Fatal("a new state file was created")
+			}
+			if _, err := boltfile.Restore(path, CheckRecord); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			b, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if st, _, _ := b.Load(); len(st.Envs) != 1 {
+				t.Fatalf("after restore: %+v, want the parked environment", st.Envs)
+			}
+		})
+	}
+}

@@ -84,6 +84,7 @@ func newJobsCmd() *cobra.Command {
 	conn.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for machines")
 	cmd.Flags().BoolVar(&cancel, "cancel", false, "cancel job ID")
+	cmd.AddCommand(newPruneCmd())
 	return cmd
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-ci/berth/api"
 )
 
 // runRefused runs `berth run` and expects it to refuse to start.
@@ -82,11 +84,14 @@ func TestDamagedParkedRecordIsFoundAndRestored(t *testing.T) {
 	state := filepath.Join(d.dir, "state")
 	stateDB := filepath.Join(state, "state.db")
 	data, _ := os.ReadFile(stateDB)
-	i := strings.Index(string(data), `"key":"`+key+`"`)
-	if i < 0 {
+	// The key's last character, in every copy of the record (bbolt leaves
+	// older ones in free pages).
+	bad := key[:len(key)-1] + string(key[len(key)-1]^1)
+	damaged := []byte(strings.ReplaceAll(string(data), `"key":"`+key+`"`, `"key":"`+bad+`"`))
+	if string(damaged) == string(data) {
 		t.Fatalf("state.db does not hold environment %s as JSON", key)
 	}
-	data[i+len(`"key":"`)+len(key)-1] ^= 1 // the key's last character
+	data = damaged
 	if err := os.WriteFile(stateDB, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -112,4 +117,55 @@ func TestDamagedParkedRecordIsFoundAndRestored(t *testing.T) {
 	}
 	d.start()
 	resumeMarker(t, d, key, host)
+}
+
+// Issue 19, failure 2, queue.db on the real binary: one changed byte in one
+// job's record. berth starts, sets that job aside with the reason, lists
+// the others, and the job loop runs new jobs (it was wedged on the record).
+func TestDamagedJobRecordIsQuarantinedByTheDaemon(t *testing.T) {
+	d := newDaemon(t, "")
+	var ids []string
+	for _, word := range []string{"first", "damaged", "third"} {
+		out, errOut, code := d.berth("submit", "--wait", "--env", "WORD_"+strings.ToUpper(word)+"=1", "--", "echo "+word)
+		if code != 0 {
+			t.Fatalf("submit: %d %s %s", code, out, errOut)
+		}
+	}
+	for _, j := range d.jobsList() {
+		ids = append(ids, j.ID)
+	}
+	d.stop()
+	queueDB := filepath.Join(d.dir, "state", "queue", "queue.db")
+	data, _ := os.ReadFile(queueDB)
+	// Every copy of the record: bbolt leaves older ones in free pages.
+	damaged := strings.ReplaceAll(string(data), `["WORD_DAMAGED"]`, `["XORD_DAMAGED"]`)
+	if damaged == string(data) || len(ids) != 3 {
+		t.Fatalf("queue.db does not hold the job's env name as JSON (jobs %v)", ids)
+	}
+	if err := os.WriteFile(queueDB, []byte(damaged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.start()
+	if !strings.Contains(d.log.String(), "quarantined") {
+		t.Errorf("berth's log does not tell of the quarantined job")
+	}
+	if list := d.jobsList(); len(list) != 2 || list[0].ID != ids[0] || list[1].ID != ids[2] {
+		t.Fatalf("GET /api/v1/jobs after the damage: %+v, want jobs %s and %s", list, ids[0], ids[2])
+	}
+	if _, errOut, code := d.berth("jobs", ids[1]); code == 0 || !strings.Contains(errOut, "quarantined") {
+		t.Errorf("berth jobs %s: exit %d, %s; want it reported quarantined", ids[1], code, errOut)
+	}
+	if out, errOut, code := d.berth("submit", "--wait", "--", "echo after"); code != 0 || out != "after\n" {
+		t.Fatalf("a job after the damage: exit %d, %q %s", code, out, errOut)
+	}
+}
+
+// jobsList is GET /api/v1/jobs.
+func (d *daemon) jobsList() []api.Job {
+	d.t.Helper()
+	list, err := d.client().Jobs(context.Background())
+	if err != nil {
+		d.t.Fatalf("GET /api/v1/jobs: %v", err)
+	}
+	return list
 }

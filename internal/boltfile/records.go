@@ -47,6 +47,21 @@ func Unseal(b []byte) ([]byte, error) {
 	return v, nil
 }
 
+// Sealed reports whether b was written by Seal and still matches its
+// checksum (ok), or fails it (err). A sealed record that passes was
+// written whole by berth's encoder, so checks need not decode it again;
+// an unsealed one (written before records were sealed) must be decoded.
+func Sealed(b []byte) (sealed bool, err error) {
+	n := len(b)
+	if n < 5 || b[n-5] != sealMark {
+		return false, nil
+	}
+	if crc32.Checksum(b[:n-5], castagnoli) != binary.BigEndian.Uint32(b[n-4:]) {
+		return true, ErrChecksum
+	}
+	return true, nil
+}
+
 // RecordCheck decodes one value of a top-level bucket as its owner would;
 // an error marks the record damaged. Values of nested buckets and bucket
 // entries themselves are not passed.

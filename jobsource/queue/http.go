@@ -19,6 +19,7 @@ import (
 //	GET  /api/v1/jobs/{id}            one job (api.Job)
 //	GET  /api/v1/jobs/{id}/log        the log as text/plain; ?follow=1 streams until the job ends
 //	POST /api/v1/jobs/{id}/cancel     cancel (api.Job)
+//	POST /api/v1/jobs/prune           delete finished jobs/logs (admin; ?jobs_older_than=D&logs_older_than=D → api.PruneResult)
 //
 // Errors are api.Error bodies. Mount it for "/api/v1/jobs" and
 // "/api/v1/jobs/", or call Register on the server's mux instead.
@@ -36,6 +37,7 @@ func (q *Queue) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/jobs/{id}", q.handleGet)
 	mux.HandleFunc("GET /api/v1/jobs/{id}/log", q.handleLog)
 	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", q.handleCancel)
+	mux.HandleFunc("POST /api/v1/jobs/prune", q.handlePrune)
 	// Without these, ServeMux answers a wrong method or path in plain text;
 	// the API promises JSON errors everywhere.
 	mux.HandleFunc("/api/v1/jobs", methodNotAllowed("GET, POST"))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -110,6 +111,11 @@ func (w logWriter) Write(p []byte) (int, error) {
 		if err != nil {
 			j.logErr = fmt.Errorf("write log: %w", err)
 			j.q.log.Error("cannot write job log; further output is dropped", "job", j.id, "err", err)
+			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+				// The disk is full: /healthz must say so at once, not
+				// after the next failed write to queue.db (issue 19).
+				j.q.noteWrite(fmt.Errorf("the log of job %s: %w", j.id, err))
+			}
 		}
 		// /healthz must not say ok while output is being lost.
 		j.q.noteLog(j.logErr)
