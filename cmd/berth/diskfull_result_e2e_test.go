@@ -14,8 +14,8 @@ import (
 // Issue 19, failure 4, on a real full disk: a job whose output fills the
 // small file system of the state directory. /healthz turns degraded as
 // soon as a write fails (it stayed ok for 45 s before), and once space is
-// freed the job ends as it ran, not "running" for ever nor failed for a
-// restart.
+// freed the job's result is saved (not "running" for ever nor failed for
+// a restart): a system failure, since its log is incomplete.
 func TestFullDiskWhileAJobRunsIsReportedAndTheResultSaved(t *testing.T) {
 	d := newDaemon(t, "")
 	d.stop()
@@ -42,8 +42,10 @@ func TestFullDiskWhileAJobRunsIsReportedAndTheResultSaved(t *testing.T) {
 	}
 	freeLogs(state) // the job's own log is what filled the disk
 	j := d.waitJobs(2*time.Minute, id)[0]
-	if j.State != api.JobSuccess || !strings.Contains(j.Reason, "log is incomplete") {
-		t.Errorf("job after the disk had room again: %s (%s), want success with the incomplete log noted", j.State, j.Reason)
+	// Its script succeeded but part of its output is lost: it fails loudly
+	// as a system failure, never passes with output silently dropped.
+	if j.State != api.JobFailed || j.Failure != "system_failure" || !strings.Contains(j.Reason, "log is incomplete") {
+		t.Errorf("job after the disk had room again: %s/%s (%s), want a system failure with the incomplete log noted", j.State, j.Failure, j.Reason)
 	}
 	waitFor(t, time.Minute, "/healthz to be ok again", func() bool { return d.health().Status == "ok" })
 }

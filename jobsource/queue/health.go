@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ type writeHealth struct {
 	// write worked again; logSince is when it started.
 	logErr   error
 	logSince time.Time
+	logLast  time.Time // the latest failed log write
 	probing  bool
 }
 
@@ -87,6 +89,21 @@ func (q *Queue) noteLog(err error) {
 	case h.logErr == nil:
 		h.logErr, h.logSince = err, time.Now()
 	}
+	if err != nil {
+		h.logLast = time.Now()
+	}
+}
+
+// noteLogProbe clears a lost-log failure once a probe write to the log
+// directory worked and no job's log write has failed for a probe interval:
+// a job still losing output keeps /healthz degraded.
+func (q *Queue) noteLogProbe(err error) {
+	h := &q.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil && time.Since(h.logLast) >= probeIntervalFailing {
+		h.logErr = nil
+	}
 }
 
 // Health returns nil when the queue can store jobs, else an error that
@@ -101,9 +118,10 @@ func (q *Queue) Health() error {
 	h := &q.health
 	h.mu.Lock()
 	interval := probeIntervalOK
-	if h.err != nil {
+	if h.err != nil || h.logErr != nil {
 		interval = probeIntervalFailing
 	}
+	probeLogs := h.logErr != nil
 	probe := !h.probing && time.Since(h.probedAt) >= interval
 	size := 64
 	if h.err != nil {
@@ -123,6 +141,12 @@ func (q *Queue) Health() error {
 			err = q.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyHealthProbe, nil) })
 		}
 		q.noteWrite(err)
+		if probeLogs {
+			// Only a job's next log write would clear a lost log line;
+			// with no job running /healthz would stay degraded after
+			// the disk has room again, so probe the log directory too.
+			q.noteLogProbe(probeDir(q.logDir))
+		}
 		h.mu.Lock()
 		h.probing = false
 		h.mu.Unlock()
@@ -139,4 +163,19 @@ func (q *Queue) Health() error {
 	}
 	return fmt.Errorf("the queue cannot write %s since %s: %w; submits fail until it can: free disk space or fix the disk (no restart needed)",
 		filepath.Join(q.dir, "queue.db"), h.since.UTC().Format(time.RFC3339), h.err)
+}
+
+// probeDir writes and removes a small file in dir: nil when a job's log
+// could be written there now.
+func probeDir(dir string) error {
+	f, err := os.CreateTemp(dir, ".health-probe-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(make([]byte, 4096))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
