@@ -102,6 +102,9 @@ type Config struct {
 	// Autoscaler is the [autoscaler] table.
 	Autoscaler Autoscaler
 
+	// HA is the [ha] table; nil without it (one manager, state in bbolt).
+	HA *HA
+
 	// Warnings are settings that work but are probably not what was meant.
 	// The daemon should log each one at start.
 	Warnings []Issue

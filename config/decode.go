@@ -113,7 +113,7 @@ func (t *table) get(k string) (any, bool) {
 }
 
 func (t *table) typeErr(k string, v any, want string) {
-	t.d.issue(t.key(k), v, "must be %s, not %s", want, tomlType(v))
+	t.d.issue(t.key(k), redact(k, v), "must be %s, not %s", want, tomlType(v))
 }
 
 func (t *table) str(k string, dst *string) bool {
@@ -325,6 +325,9 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	if at := root.sub("autoscaler"); at != nil {
 		d.autoscaler(at, &c.Autoscaler)
 	}
+	if ht := root.sub("ha"); ht != nil {
+		c.HA = d.ha(ht)
+	}
 	root.finish()
 	return c
 }
@@ -482,7 +485,7 @@ func unwrapPathError(err error) error {
 
 // redact keeps tokens out of error messages.
 func redact(key string, v any) any {
-	if key == "token" {
+	if key == "token" || key == "password" {
 		return "<redacted>"
 	}
 	return v
