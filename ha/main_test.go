@@ -51,7 +51,9 @@ func newPrefix(t *testing.T) string {
 
 // client returns a new client of the shared cluster: each manager of a
 // test has its own, as separate processes would.
-func client(t *testing.T) *clientv3.Client {
+func client(t *testing.T) *clientv3.Client { return benchClient(t) }
+
+func benchClient(t testing.TB) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {

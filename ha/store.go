@@ -66,6 +66,23 @@ type Store struct {
 	// core hands the same pointer until the model changes.
 	lastArrivals *scaler.ArrivalModel
 	arrivalsJSON string
+	// stats counts what Saves sent to etcd.
+	stats Stats
+}
+
+// Stats counts the writes a Store sent to etcd.
+type Stats struct {
+	// Txns is the number of committed transactions.
+	Txns int64
+	// Puts and Deletes are the keys they wrote and deleted.
+	Puts, Deletes int64
+}
+
+// Stats returns the writes so far.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
 }
 
 // OpenStore opens the state under prefix (which should end in "/"),
@@ -186,6 +203,14 @@ func (s *Store) Save(st scaler.State) error {
 		return fmt.Errorf("save berth state under %q: %w", s.prefix, ErrFenced)
 	}
 	s.apply(want, st.Arrivals == nil)
+	s.stats.Txns++
+	for _, op := range ops {
+		if op.IsPut() {
+			s.stats.Puts++
+		} else {
+			s.stats.Deletes++
+		}
+	}
 	return nil
 }
 
