@@ -79,7 +79,7 @@ func TestLeaderStopsWhenEtcdIsGone(t *testing.T) {
 	if err := s.Save(instances("i1")); err != nil {
 		t.Fatal(err)
 	}
-	c.StopMember(0)
+	c.Stop() // returns once etcd has stopped serving
 	start := time.Now()
 	waitDone(t, term)
 	t.Logf("term ended %s after etcd stopped (lease TTL %s)", time.Since(start).Round(time.Millisecond), testTTL)

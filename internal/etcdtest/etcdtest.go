@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ type Cluster struct {
 	Members []*embed.Etcd
 	// Endpoints are the members' client URLs.
 	Endpoints []string
+
+	// closing tracks members still shutting down.
+	closing sync.WaitGroup
 }
 
 // Start runs a cluster of n members (1 or 3) with its data in t.TempDir
@@ -118,19 +122,22 @@ func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	return cli
 }
 
-// StopMember stops member i (idempotent).
+// StopMember stops member i (idempotent): it refuses new requests at
+// once. Its shutdown finishes in the background, because etcd waits up to
+// its request timeout (7 s) for clients' open streams; Stop waits for it.
 func (c *Cluster) StopMember(i int) {
-	if c.Members[i] != nil {
-		c.Members[i].Close()
+	if e := c.Members[i]; e != nil {
 		c.Members[i] = nil
+		c.closing.Go(e.Close)
 	}
 }
 
-// Stop stops every member.
+// Stop stops every member and waits until all have stopped.
 func (c *Cluster) Stop() {
 	for i := range c.Members {
 		c.StopMember(i)
 	}
+	c.closing.Wait()
 }
 
 // freePorts finds n ports free now on 127.0.0.1; embed binds by number,
