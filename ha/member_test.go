@@ -31,8 +31,19 @@ func TestLeaderSurvivesTheLossOfOneMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.StopMember(0)
-	if err := s.Save(instances("i1", "i2")); err != nil {
-		t.Fatalf("save with two members of three: %v", err)
+	// A write in flight when the member goes, or during the raft election
+	// that follows when it led, fails (etcd does not retry a transaction
+	// that may have been applied); the fleet saves again, and so does this.
+	var err2 error
+	for range 20 {
+		if err2 = s.Save(instances("i1", "i2")); err2 == nil {
+			break
+		}
+		t.Logf("save with two members of three: %v; again", err2)
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err2 != nil {
+		t.Fatalf("save with two members of three: %v", err2)
 	}
 	if el.Role() != RoleLeader || term.Context().Err() != nil {
 		t.Fatalf("the term ended with two members of three up: %v", term.Context().Err())
