@@ -48,6 +48,7 @@ func TestLeaderSurvivesTheLossOfOneMember(t *testing.T) {
 	if el.Role() != RoleLeader || term.Context().Err() != nil {
 		t.Fatalf("the term ended with two members of three up: %v", term.Context().Err())
 	}
+	// The load is a plain read, which the client retries by itself.
 	got, _, err := s.Load()
 	if err != nil || len(got.Instances) != 2 {
 		t.Fatalf("load: %+v, %v", got.Instances, err)

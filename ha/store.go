@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berth-ci/berth/scaler"
@@ -145,23 +146,38 @@ func (s *Store) Close() error { return nil }
 func (s *Store) Load() (scaler.State, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).Then(
-		clientv3.OpGet(s.key("meta/saved")),
-		clientv3.OpGet(s.key("state/"), clientv3.WithPrefix()),
-	).Commit()
+	saved, kvs, err := s.read(ctx)
 	if err != nil {
 		return scaler.State{}, false, fmt.Errorf("load berth state from etcd under %q: %w", s.prefix, err)
 	}
-	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+	if saved == nil {
 		return scaler.State{}, false, nil
 	}
 	var st scaler.State
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+	for _, kv := range kvs {
 		if err := s.decodeInto(&st, string(kv.Key), kv.Value); err != nil {
 			return scaler.State{}, false, err
 		}
 	}
 	return st, true, nil
+}
+
+// read returns meta/saved (nil when absent) and the keys under state/, both
+// at one revision. Plain ranges rather than a transaction: the client
+// retries a read that met a member stopping or a raft election.
+func (s *Store) read(ctx context.Context) (saved *mvccpb.KeyValue, kvs []*mvccpb.KeyValue, err error) {
+	resp, err := s.cli.Get(ctx, s.key("state/"), clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := s.cli.Get(ctx, s.key(keySaved), clientv3.WithRev(resp.Header.Revision))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(meta.Kvs) > 0 {
+		saved = meta.Kvs[0]
+	}
+	return saved, resp.Kvs, nil
 }
 
 // Save replaces the saved state in one fenced transaction holding only
@@ -226,18 +242,16 @@ func saveError(prefix string, ops int, err error) error {
 
 // current reads the keys a Save may change, to diff against.
 func (s *Store) current(ctx context.Context) (map[string]string, error) {
-	resp, err := s.cli.Txn(ctx).Then(
-		clientv3.OpGet(s.key("meta/saved")),
-		clientv3.OpGet(s.key("state/"), clientv3.WithPrefix()),
-	).Commit()
+	saved, kvs, err := s.read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read berth state under %q before saving: %w", s.prefix, err)
 	}
 	m := map[string]string{}
-	for _, r := range resp.Responses {
-		for _, kv := range r.GetResponseRange().Kvs {
-			m[string(kv.Key)] = string(kv.Value)
-		}
+	if saved != nil {
+		m[string(saved.Key)] = string(saved.Value)
+	}
+	for _, kv := range kvs {
+		m[string(kv.Key)] = string(kv.Value)
 	}
 	return m, nil
 }
