@@ -81,6 +81,9 @@ func start(parent string, n int) (*Cluster, error) {
 		cfg.ListenMetricsUrls = nil
 		cfg.InitialClusterToken = fmt.Sprintf("berth-test-%d", ports[0])
 		cfg.UnsafeNoFsync = true // the data dir is thrown away
+		// The cheapest password hash: the default cost takes seconds per
+		// login under -race on a loaded machine, past a client's dial timeout.
+		cfg.BcryptCost = 4
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		initial = append(initial, cfg.Name+"="+peer.String())
 		cfgs[i] = cfg
