@@ -132,6 +132,9 @@ type Config struct {
 	// Images is the [images] table.
 	Images Images
 
+	// HA is the [ha] table; nil without it (one manager, state in bbolt).
+	HA *HA
+
 	// Warnings are settings that work but are probably not what was meant.
 	// The daemon should log each one at start.
 	Warnings []Issue

@@ -113,7 +113,7 @@ func (t *table) get(k string) (any, bool) {
 }
 
 func (t *table) typeErr(k string, v any, want string) {
-	t.d.issue(t.key(k), v, "must be %s, not %s", want, tomlType(v))
+	t.d.issue(t.key(k), redact(k, v), "must be %s, not %s", want, tomlType(v))
 }
 
 func (t *table) str(k string, dst *string) bool {
@@ -340,6 +340,9 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	if it := root.sub("images"); it != nil {
 		d.images(it, &c.Images)
 	}
+	if ht := root.sub("ha"); ht != nil {
+		c.HA = d.ha(ht)
+	}
 	root.finish()
 	return c
 }
@@ -533,7 +536,7 @@ func unwrapPathError(err error) error {
 
 // redact keeps tokens out of error messages.
 func redact(key string, v any) any {
-	if key == "token" || key == "secret_key" {
+	if key == "token" || key == "secret_key" || key == "password" {
 		return "<redacted>"
 	}
 	return v

@@ -140,6 +140,7 @@ func (c *Config) check() (issues, warnings []Issue) {
 	}
 	c.checkSources(k)
 	c.checkAutoscaler(k)
+	c.checkHA(k)
 
 	sortIssues(k.issues)
 	sortIssues(k.warnings)

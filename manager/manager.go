@@ -119,6 +119,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w.String())
 	}
+	if cfg.HA != nil {
+		// Two managers each on its own state file would both drive the
+		// same instance group: refuse until `berth run` campaigns.
+		return nil, errors.New("[ha]: this berth checks the table but cannot yet run as one of several managers sharing a fleet (see docs/ha.md); remove [ha] and run a single berth")
+	}
 	raiseFileLimit(log)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w; pass a writable --state-dir", cfg.StateDir, err)

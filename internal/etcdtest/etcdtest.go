@@ -1,0 +1,165 @@
+// Package etcdtest runs real etcd servers inside a test process
+// (go.etcd.io/etcd/server/v3/embed): one member, or a three-member cluster
+// whose members can be stopped one by one.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// startTimeout bounds a cluster's start; members on a loaded CI machine
+// with -race need a few seconds to elect their raft leader.
+const startTimeout = 60 * time.Second
+
+// Cluster is a running etcd cluster.
+type Cluster struct {
+	// Members are the running servers, in start order; a stopped one is nil.
+	Members []*embed.Etcd
+	// Endpoints are the members' client URLs.
+	Endpoints []string
+
+	// closing tracks members still shutting down.
+	closing sync.WaitGroup
+}
+
+// Start runs a cluster of n members (1 or 3) with its data in t.TempDir
+// and stops it when the test ends.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c, err := New(t.TempDir(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// New runs a cluster of n members with its data under dir, for a TestMain
+// that shares one cluster between tests; the caller stops it.
+func New(dir string, n int) (*Cluster, error) {
+	var last error
+	for range 3 { // a free port may be taken between finding and binding it
+		c, err := start(dir, n)
+		if err == nil {
+			return c, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("start an embedded etcd cluster of %d: %w", n, last)
+}
+
+func start(parent string, n int) (*Cluster, error) {
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	var initial []string
+	cfgs := make([]*embed.Config, n)
+	dir, err := os.MkdirTemp(parent, "etcd")
+	if err != nil {
+		return nil, err
+	}
+	for i := range n {
+		cfg := embed.NewConfig()
+		cfg.Name = fmt.Sprintf("m%d", i)
+		cfg.Dir = fmt.Sprintf("%s/%s", dir, cfg.Name)
+		peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
+		client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+		cfg.ListenMetricsUrls = nil
+		cfg.InitialClusterToken = fmt.Sprintf("berth-test-%d", ports[0])
+		cfg.UnsafeNoFsync = true // the data dir is thrown away
+		// The cheapest password hash: the default cost takes seconds per
+		// login under -race on a loaded machine, past a client's dial timeout.
+		cfg.BcryptCost = 4
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		initial = append(initial, cfg.Name+"="+peer.String())
+		cfgs[i] = cfg
+	}
+	c := &Cluster{}
+	for _, cfg := range cfgs {
+		cfg.InitialCluster = strings.Join(initial, ",")
+		e, err := embed.StartEtcd(cfg)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Members = append(c.Members, e)
+		c.Endpoints = append(c.Endpoints, cfg.AdvertiseClientUrls[0].String())
+	}
+	deadline := time.After(startTimeout)
+	for _, e := range c.Members {
+		select {
+		case <-e.Server.ReadyNotify():
+		case err := <-e.Err():
+			c.Stop()
+			return nil, err
+		case <-deadline:
+			c.Stop()
+			return nil, fmt.Errorf("not ready after %s", startTimeout)
+		}
+	}
+	return c, nil
+}
+
+// Client returns a client of every member, closed when the test ends.
+func (c *Cluster) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// StopMember stops member i (idempotent): it refuses new requests at
+// once. Its shutdown finishes in the background, because etcd waits up to
+// its request timeout (7 s) for clients' open streams; Stop waits for it.
+func (c *Cluster) StopMember(i int) {
+	if e := c.Members[i]; e != nil {
+		c.Members[i] = nil
+		c.closing.Go(e.Close)
+	}
+}
+
+// Stop stops every member and waits until all have stopped.
+func (c *Cluster) Stop() {
+	for i := range c.Members {
+		c.StopMember(i)
+	}
+	c.closing.Wait()
+}
+
+// freePorts finds n ports free now on 127.0.0.1; embed binds by number,
+// not from 127.0.0.1:0.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
