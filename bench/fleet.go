@@ -187,32 +187,40 @@ func (d *staticDriver) step() error {
 // Machine states are learnt from the listing (every poll interval, as
 // berth), so a machine is used once a listing shows it running.
 type naiveDriver struct {
-	f         *fleet
-	nextPoll  time.Time
-	nextCheck time.Time
+	polled
 	// onDemand counts machines created for waiting jobs that no listing
 	// has shown yet, as the job side of docker+machine knew them.
 	onDemand int
 }
 
-func newNaiveDriver(r *runner) *naiveDriver { return &naiveDriver{f: newFleet(r)} }
+// polled is what the drivers of the docker+machine-style loops share: the
+// fleet they list, and when they next list it and next check the queue.
+type polled struct {
+	f         *fleet
+	nextPoll  time.Time
+	nextCheck time.Time
+}
+
+func (p *polled) nextTimer() time.Time {
+	if p.nextCheck.Before(p.nextPoll) {
+		return p.nextCheck
+	}
+	return p.nextPoll
+}
+
+func (p *polled) release(j int) error {
+	p.f.release(j)
+	return nil
+}
+
+// startTimers makes the first listing and check due now.
+func (p *polled) startTimers() { p.nextPoll, p.nextCheck = p.f.r.now, p.f.r.now }
+
+func newNaiveDriver(r *runner) *naiveDriver { return &naiveDriver{polled: polled{f: newFleet(r)}} }
 
 func (d *naiveDriver) start() error {
-	r := d.f.r
-	d.nextPoll, d.nextCheck = r.now, r.now
+	d.startTimers()
 	return d.step()
-}
-
-func (d *naiveDriver) nextTimer() time.Time {
-	if d.nextCheck.Before(d.nextPoll) {
-		return d.nextCheck
-	}
-	return d.nextPoll
-}
-
-func (d *naiveDriver) release(j int) error {
-	d.f.release(j)
-	return nil
 }
 
 func (d *naiveDriver) step() error {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"sort"
-	"time"
 
 	"github.com/berth-ci/berth/policy"
 	"github.com/berth-ci/berth/provider"
@@ -21,10 +20,8 @@ import (
 // listed yet, so it stays within max_instances: the comparison is about
 // sizing, not about docker+machine's blind spot (failure 2).
 type warmPoolDriver struct {
-	f         *fleet
-	sched     *policy.Schedule
-	nextPoll  time.Time
-	nextCheck time.Time
+	polled
+	sched *policy.Schedule
 	// unlisted counts machines asked for and not listed yet; poolUnlisted
 	// the part of them asked for to fill the pool.
 	unlisted     int
@@ -35,7 +32,7 @@ type warmPoolDriver struct {
 }
 
 func newWarmPoolDriver(r *runner) *warmPoolDriver {
-	d := &warmPoolDriver{f: newFleet(r), toPool: map[*machine]bool{}}
+	d := &warmPoolDriver{polled: polled{f: newFleet(r)}, toPool: map[*machine]bool{}}
 	if r.cfg.Policy == PolicyScheduled {
 		d.sched, _ = policy.NewSchedule(r.cfg.Schedule) // validated in Run
 	}
@@ -51,21 +48,8 @@ func (d *warmPoolDriver) poolSize() int {
 }
 
 func (d *warmPoolDriver) start() error {
-	r := d.f.r
-	d.nextPoll, d.nextCheck = r.now, r.now
+	d.startTimers()
 	return d.step()
-}
-
-func (d *warmPoolDriver) nextTimer() time.Time {
-	if d.nextCheck.Before(d.nextPoll) {
-		return d.nextCheck
-	}
-	return d.nextPoll
-}
-
-func (d *warmPoolDriver) release(j int) error {
-	d.f.release(j)
-	return nil
 }
 
 func (d *warmPoolDriver) step() error {

@@ -49,7 +49,7 @@ func setupRoot(is initSpec) error {
 	if err := writeEtc(r, is); err != nil {
 		return err
 	}
-	return pivot(r)
+	return PivotRoot(r)
 }
 
 // mountDev makes a minimal /dev: a tmpfs with the harmless device nodes,
@@ -152,16 +152,20 @@ func writeEtc(r string, is initSpec) error {
 	return nil
 }
 
-// pivot makes r the root and detaches the instance's file system.
-func pivot(r string) error {
+// PivotRoot makes r the root of the caller's mount namespace and detaches
+// the old root, and with it every mount not bound below r. The sandboxes
+// of the local provider and the job roots of this package both use it.
+func PivotRoot(r string) error {
 	if err := os.Chdir(r); err != nil {
 		return err
 	}
+	// pivot_root(".", ".") stacks the old root on top of the new one; the
+	// detach then drops it.
 	if err := unix.PivotRoot(".", "."); err != nil {
 		return fmt.Errorf("pivot_root: %w", err)
 	}
 	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach the instance's root: %w", err)
+		return fmt.Errorf("detach the old root: %w", err)
 	}
 	return os.Chdir("/")
 }

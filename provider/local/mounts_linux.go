@@ -168,18 +168,8 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := jobroot.MaskProc(proc, filepath.Join(root, "dev", "null")); err != nil {
 		return err
 	}
-	if err := os.Chdir(root); err != nil {
-		return err
-	}
-	// pivot_root(".", ".") stacks the old root on top of the new one; the
-	// detach then drops it, and with it every host mount not bound above.
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return fmt.Errorf("pivot_root: %w", err)
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach old root: %w", err)
-	}
-	if err := os.Chdir("/"); err != nil {
+	// Every host mount not bound above goes with the old root.
+	if err := jobroot.PivotRoot(root); err != nil {
 		return err
 	}
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
