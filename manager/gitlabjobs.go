@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -158,20 +157,10 @@ func (m *Manager) withGitLabJobs(next http.Handler) http.Handler {
 // serveJobList is GET /api/v1/jobs for the admin: the queue's jobs and the
 // GitLab jobs, oldest first, filtered by ?state and cut to the newest ?limit.
 func (m *Manager) serveJobList(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	state := api.JobState(q.Get("state"))
-	if state != "" && !state.Valid() {
-		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("unknown state %q: use queued, running, success, failed or canceled", state))
+	state, limit, err := api.ListQuery(r, 100)
+	if err != nil {
+		api.WriteError(w, http.StatusBadRequest, err.Error())
 		return
-	}
-	limit := 100
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit %q is not a count: use a number >= 0 (0 lists all jobs)", s))
-			return
-		}
-		limit = n
 	}
 	jobs, err := m.queue.ListFor(api.PrincipalFrom(r.Context()), state, limit)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/berth-ci/berth/api"
@@ -77,20 +76,10 @@ const (
 )
 
 func (q *Queue) handleList(w http.ResponseWriter, r *http.Request) {
-	query := r.URL.Query()
-	state := api.JobState(query.Get("state"))
-	if state != "" && !state.Valid() {
-		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("unknown state %q: use queued, running, success, failed or canceled", state))
+	state, limit, err := api.ListQuery(r, defaultListLimit)
+	if err != nil {
+		api.WriteError(w, http.StatusBadRequest, err.Error())
 		return
-	}
-	limit := defaultListLimit
-	if s := query.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit %q is not a count: use a number >= 0 (0 lists all jobs)", s))
-			return
-		}
-		limit = n
 	}
 	jobs, err := q.ListFor(api.PrincipalFrom(r.Context()), state, limit)
 	if err != nil {
