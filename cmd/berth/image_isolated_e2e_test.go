@@ -29,7 +29,7 @@ func TestSubmitWithImageOnIsolatedNetwork(t *testing.T) {
 	}
 	for who, prefix := range users {
 		t.Run(who, func(t *testing.T) {
-			d := newDaemon(t, fmt.Sprintf("[images]\ninsecure_registries = [%q]\n", host), prefix...)
+			d := newDaemon(t, fmt.Sprintf("[images]\ninsecure_registries = [%q]\nallowed_images = [\"%s/busybox:*\", \"%s/nothing:*\"]\n", host, host, host), prefix...)
 			script := "cat /etc/os-release; echo var=$IMAGE_VAR; echo uid=$(id -u); " +
 				"if wget -q -T 3 -O /dev/null http://" + host + "/v2/; then echo net=reached; else echo net=none; fi"
 			out, errOut, code := d.berth("submit", "--wait", "--image", ref, "--", script)
@@ -57,6 +57,15 @@ func TestSubmitWithImageOnIsolatedNetwork(t *testing.T) {
 			}
 			if jobs, _, _ := d.berth("jobs", "--json"); !strings.Contains(jobs, "image_pull_failure") {
 				t.Errorf("the job list does not show image_pull_failure:\n%s", jobs)
+			}
+			// allowed_images applies to the pull on the host.
+			forbidden := host + "/forbidden:1"
+			out, errOut, code = d.berth("submit", "--wait", "--image", forbidden, "--", "true")
+			if code == 0 || !strings.Contains(errOut+out, forbidden) || !strings.Contains(errOut+out, "allowed_images") {
+				t.Fatalf("disallowed image: exit %d, want a failure naming %s and allowed_images:\n%s\n%s", code, forbidden, out, errOut)
+			}
+			if jobs, _, _ := d.berth("jobs", "--json"); strings.Count(jobs, "image_pull_failure") < 2 {
+				t.Errorf("the job list does not show image_pull_failure twice:\n%s", jobs)
 			}
 			imageFilesOnlyInInstanceCaches(t, d.dir)
 		})
