@@ -49,3 +49,49 @@ func TestOwnerIsGivenEverythingTheCacheCreates(t *testing.T) {
 		t.Fatalf("walked only %d entries of the cache", n)
 	}
 }
+
+// The host and the runner in the sandbox open the same directory as two
+// caches: their file locks make one of them pull and the others use its
+// result, whoever comes first.
+func TestCachesSharingADirectoryPullOnce(t *testing.T) {
+	r := newRegistry(t, nil)
+	ref := r.push(t, "app:1", buildImage(t, nil, layer(t, file{name: "etc/", typ: '5'}, file{name: "etc/os-release", body: "x"})))
+	first := r.openCache(t, nil)
+	caches := []*Cache{first}
+	for range 3 {
+		caches = append(caches, r.openCache(t, func(cfg *Config) { cfg.Dir = first.cfg.Dir }))
+	}
+	pulled := make(chan bool, len(caches))
+	errs := make(chan error, len(caches))
+	for _, c := range caches {
+		go func() {
+			im, err := c.Get(ctx, ref, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer im.Release()
+			if _, err := os.Stat(filepath.Join(im.LayerDirs[0], "etc/os-release")); err != nil {
+				errs <- err
+				return
+			}
+			pulled <- im.Pulled
+			errs <- nil
+		}()
+	}
+	for range caches {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(pulled)
+	n := 0
+	for p := range pulled {
+		if p {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d of %d caches pulled the image, want exactly 1", n, len(caches))
+	}
+}
