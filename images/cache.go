@@ -67,6 +67,9 @@ type Config struct {
 	Transport http.RoundTripper
 	// Logger receives one line per pull; nil is slog.Default().
 	Logger *slog.Logger
+	// Owner, when set, is given every file and directory the cache
+	// creates (see Owner); nil leaves them to the calling user.
+	Owner *Owner
 }
 
 // Credential is a registry login, as a job or the config gives it.
@@ -136,16 +139,20 @@ func Open(cfg Config) (*Cache, error) {
 		return nil, err
 	}
 	cfg.Policy = p
-	for _, d := range []string{"layers", "images", "refs", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o700); err != nil {
-			return nil, fmt.Errorf("image cache: %w", err)
-		}
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Cache{cfg: cfg, log: log}, nil
+	c := &Cache{cfg: cfg, log: log}
+	for _, d := range []string{"layers", "images", "refs", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("image cache: %w", err)
+		}
+		if err := c.ownAll(cfg.Dir, filepath.Join(cfg.Dir, d)); err != nil {
+			return nil, fmt.Errorf("image cache: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // Get makes the image ready under the cache's pull policy and returns it
@@ -197,7 +204,7 @@ func (c *Cache) resolve(ctx context.Context, image, full string, creds []Credent
 	if err != nil {
 		return nil, false, err
 	}
-	if err := writeAtomic(c.refPath(full), []byte(rec.Digest)); err != nil {
+	if err := c.writeAtomic(c.refPath(full), []byte(rec.Digest)); err != nil {
 		return nil, false, err
 	}
 	return rec, true, nil
@@ -232,7 +239,7 @@ func (c *Cache) readRecord(digest string) (*record, error) {
 
 // open takes the image's shared lock and marks it used now.
 func (c *Cache) open(image string, rec *record) (*Image, error) {
-	lf, err := os.OpenFile(c.recordPath(rec.Digest)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	lf, err := c.openLock(c.recordPath(rec.Digest) + ".lock")
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +259,7 @@ func (c *Cache) open(image string, rec *record) (*Image, error) {
 
 // lockCache serialises pulls and eviction between processes.
 func (c *Cache) lockCache() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(c.cfg.Dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := c.openLock(filepath.Join(c.cfg.Dir, "lock"))
 	if err != nil {
 		return nil, err
 	}
@@ -278,12 +285,29 @@ func (c *Cache) layerDir(digest string) string {
 
 // writeAtomic writes a file through a temporary name so readers see the
 // old content or the new, never a part.
-func writeAtomic(path string, b []byte) error {
+func (c *Cache) writeAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
+	if err := c.own(tmp); err != nil {
+		return err
+	}
 	return os.Rename(tmp, path)
+}
+
+// openLock opens (creating) a lock file, given to the cache's owner so
+// that every user of the cache can open it for writing.
+func (c *Cache) openLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.own(path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // evict removes least recently used images, never keep and never one a job
@@ -352,7 +376,7 @@ func (c *Cache) evictable(recs []usedRecord, keep string) int {
 		if r.Digest == keep {
 			continue
 		}
-		f, err := os.OpenFile(c.recordPath(r.Digest)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := c.openLock(c.recordPath(r.Digest) + ".lock")
 		if err != nil {
 			continue
 		}

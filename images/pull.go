@@ -58,7 +58,7 @@ func (c *Cache) pull(ctx context.Context, image string, creds []Credential) (*re
 		return nil, err
 	}
 	b, _ := json.Marshal(rec)
-	return rec, writeAtomic(c.recordPath(rec.Digest), b)
+	return rec, c.writeAtomic(c.recordPath(rec.Digest), b)
 }
 
 // parseForPull marks listed registries insecure so that they are reached
@@ -202,8 +202,11 @@ func (c *Cache) ensureLayer(image string, l v1.Layer, digest string) (int64, err
 	if err != nil {
 		return 0, fmt.Errorf("unpack layer %s: %w", digest, err)
 	}
-	if err := os.WriteFile(dir+".size", []byte(fmt.Sprint(size)), 0o600); err != nil {
+	if err := c.writeAtomic(dir+".size", []byte(fmt.Sprint(size))); err != nil {
 		return 0, err
+	}
+	if err := c.ownTree(tmp); err != nil {
+		return 0, fmt.Errorf("give layer %s to the cache's owner: %w", digest, err)
 	}
 	removeTree(dir)
 	return size, os.Rename(tmp, dir)

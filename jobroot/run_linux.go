@@ -166,7 +166,7 @@ func setupErr(image, reason string, err error) *SetupError {
 func getImage(ctx context.Context, spec Spec, log io.Writer) (*images.Image, error) {
 	s := spec.Settings
 	cache, err := images.Open(images.Config{
-		Dir: filepath.Join(CacheDir(s), "images"), MaxBytes: s.CacheBytes,
+		Dir: ImagesDir(CacheDir(s)), MaxBytes: s.CacheBytes,
 		Insecure: s.Insecure, Allowed: s.Allowed, Policy: images.PullPolicy(s.PullPolicy),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

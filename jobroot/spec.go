@@ -1,8 +1,14 @@
 package jobroot
 
 import (
+	"path/filepath"
+
 	"github.com/berth-ci/berth/images"
 )
+
+// ImagesDir is the image cache (images.Config.Dir) below a runner's cache
+// directory (see CacheDir). The local provider fills it from the host.
+func ImagesDir(cacheDir string) string { return filepath.Join(cacheDir, "images") }
 
 // Spec is one job to run in an image, as the executor sends it.
 type Spec struct {

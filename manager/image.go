@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/berth-ci/berth/executor"
@@ -31,13 +32,34 @@ func (m *Manager) runScript(ctx context.Context, ci provider.ConnectInfo, spec j
 	for _, c := range spec.Image.Credentials {
 		creds = append(creds, images.Credential{Registry: c.Registry, Username: c.Username, Password: c.Password})
 	}
+	settings := jobroot.Settings{
+		CacheDir: im.CacheDir, CacheBytes: im.CacheSize, Insecure: im.InsecureRegistries,
+		Allowed: im.AllowedImages, PullPolicy: im.PullPolicy,
+	}
+	if m.hostImages != nil {
+		names := []string{spec.Image.Name}
+		for _, s := range spec.Services {
+			names = append(names, s.Name)
+		}
+		release, err := m.pullOnHost(ctx, ci.ID, names, creds, logOf(cmd))
+		defer release()
+		if err != nil {
+			return -1, err
+		}
+		settings = hostPulled(settings)
+	}
 	return m.runner.RunInImage(ctx, ci, cmd, executor.ImageJob{
 		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, Credentials: creds, Services: svcs,
-		Settings: jobroot.Settings{
-			CacheDir: im.CacheDir, CacheBytes: im.CacheSize, Insecure: im.InsecureRegistries,
-			Allowed: im.AllowedImages, PullPolicy: im.PullPolicy,
-		},
+		Settings: settings,
 	})
+}
+
+// logOf is where a command's output goes.
+func logOf(cmd executor.Command) io.Writer {
+	if cmd.Output == nil {
+		return io.Discard
+	}
+	return cmd.Output
 }
 
 func serviceNames(s []jobsource.Service) string {

@@ -96,6 +96,10 @@ type Manager struct {
 	// glJobs records the GitLab jobs taken, for the job list (gitlabjobs.go).
 	glJobs gitlabJobs
 	fds    fdUsage
+
+	// hostImages is the provider's host-side image cache: berth pulls
+	// jobs' images there itself (image.go). nil: instances pull.
+	hostImages provider.ImageCacher
 }
 
 // New opens the state, initialises the provider and the job sources, and
@@ -147,7 +151,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, err
 	}
-	m.prov = m.metrics.Meter(m.prov) // every provider call timed, by method
+	m.hostImages, _ = m.prov.(provider.ImageCacher) // Meter's wrapper hides it
+	m.prov = m.metrics.Meter(m.prov)                // every provider call timed, by method
 	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("initialise provider %q: %w", provName, err)

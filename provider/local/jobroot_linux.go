@@ -80,7 +80,9 @@ func startLauncher(cfg sandboxConfig) error {
 	mode := "detached" // see cloneImagesDir
 	note := ""
 	if cfg.Network == "isolated" {
-		note = `this local instance has network = "isolated" and cannot reach registries: set network = "host" in [autoscaler.provider_config], or fill the cache and use pull_policy = "never"`
+		// berth's manager pulls on the host (provider.ImageCacher) and
+		// has the runner use the cache only; this is for other callers.
+		note = `this local instance has network = "isolated" and cannot reach registries itself: run the job through berth, which pulls images on the host into the instance's cache (Provider.ImageCache), or set network = "host" in [autoscaler.provider_config]`
 	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-launcher", cfg.ID}, &os.ProcAttr{
 		Env:   []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
