@@ -42,9 +42,9 @@ func (m *Manager) takeBatch(ctx, jobCtx context.Context, src batchSource) bool {
 	for i := range keys {
 		keys[i] = newKey("job-")
 	}
-	booked, err := m.fleet.ReserveBatch(keys)
-	if err != nil && !errors.Is(err, scaler.ErrNoCapacity) {
-		m.log.Error("reserve failed", "err", err)
+	booked, refused := m.fleet.ReserveBatch(keys)
+	if refused != nil && !errors.Is(refused, scaler.ErrNoCapacity) {
+		m.log.Error("reserve failed", "err", refused)
 	}
 	if booked == 0 {
 		return false
@@ -59,7 +59,11 @@ func (m *Manager) takeBatch(ctx, jobCtx context.Context, src batchSource) bool {
 	if len(jobs) == 0 {
 		return false
 	}
-	m.log.Info("jobs taken in one step", "source", src.Name(), "jobs", len(jobs), "booked", booked, "queued", queued)
+	stop := ""
+	if refused != nil {
+		stop = refused.Error()
+	}
+	m.log.Info("jobs taken in one step", "source", src.Name(), "jobs", len(jobs), "booked", booked, "queued", queued, "refused", stop)
 	m.reportQueued(src)
 	for i, job := range jobs {
 		m.startJob(jobCtx, keys[i], job)
