@@ -2,6 +2,10 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,5 +40,72 @@ func TestReserveBatchBooksUntilRefusedAndGivesBack(t *testing.T) {
 	}
 	if err := f.UnreserveBatch(keys[:1]); !errors.Is(err, scaler.ErrUnknownKey) {
 		t.Fatalf("UnreserveBatch of a key given back already = %v; want unknown key", err)
+	}
+}
+
+// gateStore holds the first Save until released and records the saves.
+type gateStore struct {
+	mu      sync.Mutex
+	saves   int
+	booked  []int // bookings in each saved state
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *gateStore) Save(st scaler.State) error {
+	s.mu.Lock()
+	s.saves++
+	s.booked = append(s.booked, len(st.Reservations))
+	first := s.saves == 1
+	s.mu.Unlock()
+	if first {
+		close(s.entered)
+		<-s.release
+	}
+	return nil
+}
+
+// Calls that wait for the fleet's lock while a save is in progress are run
+// together by the next holder with one save for all of them (group
+// commit), and each returns its own result only after that save.
+func TestCallsWaitingForTheLockShareOneSave(t *testing.T) {
+	st := &gateStore{entered: make(chan struct{}), release: make(chan struct{})}
+	f := New(scaler.New(scaler.Config{MaxInstances: 100, CapacityPerInstance: 1,
+		Policies: onDemand(0).Policies}, time.Now()), Options{Provider: sim.New(sim.Config{BootTime: time.Hour}, time.Now), Store: st,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	first := make(chan error, 1)
+	go func() { first <- f.Reserve("job-0") }()
+	<-st.entered // job-0's save holds the lock
+
+	const n = 10
+	errs := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		go func() { errs <- f.Reserve(fmt.Sprintf("job-%d", i)) }()
+	}
+	for waiting := 0; waiting < n; {
+		time.Sleep(time.Millisecond)
+		f.pendMu.Lock()
+		waiting = len(f.pending)
+		f.pendMu.Unlock()
+	}
+	close(st.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second save holds all of them (later saves are the instances
+	// the bookings asked for).
+	st.mu.Lock()
+	booked := append([]int(nil), st.booked...)
+	st.mu.Unlock()
+	if len(booked) < 2 || booked[0] != 1 || booked[1] != n+1 {
+		t.Fatalf("bookings in each save: %v; want 1, then all %d in the second", booked, n+1)
+	}
+	if got := f.Counts().Unbound; got != n+1 {
+		t.Fatalf("%d bookings; want %d", got, n+1)
 	}
 }
