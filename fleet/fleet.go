@@ -3,7 +3,8 @@
 // one lock, feeds the core an event, persists its durable state when it
 // changed, and then carries out the actions the core returned — provider
 // calls in goroutines whose results come back as events, and wake-ups of
-// waiting Acquire and Resume calls.
+// waiting Acquire and Resume calls. Calls that queue up for the lock are
+// fed to the core together and share one save (see do).
 package fleet
 
 import (
