@@ -3,7 +3,8 @@
 // one lock, feeds the core an event, persists its durable state when it
 // changed, and then carries out the actions the core returned — provider
 // calls in goroutines whose results come back as events, and wake-ups of
-// waiting Acquire and Resume calls.
+// waiting Acquire and Resume calls. Calls that queue up for the lock are
+// fed to the core together and share one save (see do).
 package fleet
 
 import (
@@ -90,6 +91,9 @@ type Fleet struct {
 	log  *slog.Logger
 	susp provider.Suspender
 
+	pendMu  sync.Mutex
+	pending []*pendingCall // do calls waiting for mu; run together by its next holder
+
 	mu      sync.Mutex
 	core    *scaler.Scaler
 	waiters map[string]chan result
@@ -172,17 +176,52 @@ func New(core *scaler.Scaler, opts Options) *Fleet {
 }
 
 // do runs fn on the core under the lock, then persists and dispatches.
+// Calls that arrive while another holds the lock are run together by the
+// next holder, with one save for all of them (group commit): each booking,
+// binding and release of 1,000 starting jobs used to wait for its own
+// state.db commit under the lock, one after the other (issue 23). A call
+// returns only once the state its fn changed is saved and the resulting
+// actions are carried out, as before.
 func (f *Fleet) do(fn func(c *scaler.Scaler)) {
+	p := &pendingCall{fn: fn, done: make(chan struct{})}
+	f.pendMu.Lock()
+	f.pending = append(f.pending, p)
+	f.pendMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	select {
+	case <-p.done: // the previous holder ran it with its own
+		return
+	default:
+	}
+	f.pendMu.Lock()
+	calls := f.pending
+	f.pending = nil
+	f.pendMu.Unlock()
+	f.advance()
+	for _, c := range calls {
+		c.fn(f.core)
+	}
+	f.flushLocked()
+	for _, c := range calls {
+		close(c.done)
+	}
+}
+
+// pendingCall is a do call waiting for the lock.
+type pendingCall struct {
+	fn   func(c *scaler.Scaler)
+	done chan struct{} // closed once fn ran and its state was saved
+}
+
+// advance gives the core the time, under the lock.
+func (f *Fleet) advance() {
 	before, jumps := f.core.Now(), f.core.ClockJumps()
 	f.core.Advance(f.opts.Clock())
 	if f.core.ClockJumps() != jumps {
 		f.log.Warn("the clock jumped; parked environments age by at most the core's step for it, so the jump does not expire them",
 			"from", before.UTC().Format(time.RFC3339), "to", f.core.Now().UTC().Format(time.RFC3339), "max_step", f.core.Config().MaxClockStep)
 	}
-	fn(f.core)
-	f.flushLocked()
 }
 
 // flushLocked persists the durable state if it changed and carries out the

@@ -106,6 +106,17 @@ type Waiter interface {
 	WaitForJobs(ctx context.Context) error
 }
 
+// BatchRequester is implemented by sources that can hand out several jobs
+// in one step, such as the built-in queue (one commit for the lot). The
+// caller holds one booked slot per job it asks for and gives back the
+// bookings of the jobs it did not get.
+type BatchRequester interface {
+	// RequestBatch takes up to n jobs that need a new booking each (no job
+	// that resumes an environment). It never blocks; it returns no job
+	// when none is ready to take this way.
+	RequestBatch(ctx context.Context, n int) ([]Job, error)
+}
+
 // Resumer is implemented by sources that can hand out, without a new
 // booking, a job that resumes a parked environment: that environment's own
 // slot serves it. The manager asks a Resumer before it books a slot, so that

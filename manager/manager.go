@@ -449,6 +449,7 @@ func newKey(prefix string) string {
 func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 	waiter, _ := src.(jobsource.Waiter)
 	resumer, _ := src.(jobsource.Resumer)
+	batcher, _ := src.(batchSource)
 	idle := time.Second
 	// A long-polling source books polls, not demand: an idle GitLab must
 	// start no instance (docs/semantics.md, "Poll bookings").
@@ -469,6 +470,9 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			if m.takeResumeJob(ctx, jobCtx, resumer) {
 				continue
 			}
+		}
+		if batcher != nil && m.takeBatch(ctx, jobCtx, batcher) {
+			continue
 		}
 		changed := m.fleet.Changed()
 		key := newKey("job-")

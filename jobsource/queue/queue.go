@@ -401,40 +401,14 @@ func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte)
 	var sc *script
 	var key []byte
 	err := q.update(func(tx *bolt.Tx) error {
-		queued := tx.Bucket(bucketQueued)
-		k := pick(queued.Cursor())
+		k := pick(tx.Bucket(bucketQueued).Cursor())
 		if k == nil {
 			return nil
 		}
 		key = append([]byte(nil), k...)
-		r, err := loadRecord(tx, key)
-		if err == nil && r != nil && r.State == api.JobQueued {
-			_, err = loadScript(tx, key)
-		}
-		if err != nil {
-			// A damaged job must not wedge the job loop on itself: set
-			// it aside with the reason and let the caller ask again.
-			q.log.Error("job record damaged; quarantined, the queue goes on", "job", jobID(key), "err", err)
-			return quarantine(tx, key, "its record is damaged: "+err.Error(), now)
-		}
-		if err := queued.Delete(key); err != nil {
-			return err
-		}
-		if r == nil || r.State != api.JobQueued {
-			// A dangling index entry: drop it and let the caller ask
-			// again rather than hand out a job that is not queued.
-			return nil
-		}
-		if sc, err = loadScript(tx, key); err != nil {
-			return err
-		}
-		r.State = api.JobRunning
-		r.StartedAt = &now
-		if err := saveRecord(tx, key, r); err != nil {
-			return err
-		}
-		rec = r
-		return tx.Bucket(bucketRunning).Put(key, nil)
+		var err error
+		rec, sc, err = q.takeIn(tx, key, now)
+		return err
 	})
 	if err != nil {
 		return nil, q.storeError("take a job from the queue", err)
@@ -442,6 +416,51 @@ func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte)
 	if rec == nil {
 		return nil, nil
 	}
+	j, err := q.hand(key, rec, sc)
+	if err != nil {
+		return nil, err
+	}
+	q.changed.fire()
+	return j, nil
+}
+
+// takeIn marks the queued job under key running inside tx and returns its
+// record and script; a nil record means there was nothing to take (a
+// dangling index entry, dropped, or a damaged record, quarantined), and the
+// caller asks again.
+func (q *Queue) takeIn(tx *bolt.Tx, key []byte, now time.Time) (*record, *script, error) {
+	r, err := loadRecord(tx, key)
+	if err == nil && r != nil && r.State == api.JobQueued {
+		_, err = loadScript(tx, key)
+	}
+	if err != nil {
+		// A damaged job must not wedge the job loop on itself: set
+		// it aside with the reason and let the caller ask again.
+		q.log.Error("job record damaged; quarantined, the queue goes on", "job", jobID(key), "err", err)
+		return nil, nil, quarantine(tx, key, "its record is damaged: "+err.Error(), now)
+	}
+	if err := tx.Bucket(bucketQueued).Delete(key); err != nil {
+		return nil, nil, err
+	}
+	if r == nil || r.State != api.JobQueued {
+		// A dangling index entry: drop it and let the caller ask
+		// again rather than hand out a job that is not queued.
+		return nil, nil, nil
+	}
+	sc, err := loadScript(tx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.State = api.JobRunning
+	r.StartedAt = &now
+	if err := saveRecord(tx, key, r); err != nil {
+		return nil, nil, err
+	}
+	return r, sc, tx.Bucket(bucketRunning).Put(key, nil)
+}
+
+// hand turns a job just marked running into the live job the manager runs.
+func (q *Queue) hand(key []byte, rec *record, sc *script) (*Job, error) {
 	j := newJob(q, key, rec, sc)
 	q.mu.Lock()
 	if q.closed {
@@ -452,7 +471,6 @@ func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte)
 	q.live[rec.ID] = j
 	q.mu.Unlock()
 	q.log.Info("job started", "job", rec.ID, "queue_wait", j.QueueWait())
-	q.changed.fire()
 	return j, nil
 }
 
