@@ -153,7 +153,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	}
 	m.hostImages, _ = m.prov.(provider.ImageCacher) // Meter's wrapper hides it
 	m.prov = m.metrics.Meter(m.prov)                // every provider call timed, by method
-	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg)})
+	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg), Capacity: as.CapacityPerInstance})
 	if err != nil {
 		return nil, fmt.Errorf("initialise provider %q: %w", provName, err)
 	}

@@ -80,6 +80,10 @@ type Settings struct {
 	// config names. A provider that shows host files to instances refuses
 	// to start when one of these would be visible.
 	Private []string `json:"private,omitempty"`
+	// Capacity is capacity_per_instance: how many jobs may run on one
+	// instance at once, for providers that size per-instance limits by it;
+	// 0 when unknown (the plugin protocol does not carry it yet).
+	Capacity int `json:"capacity,omitempty"`
 }
 
 // ConnectInfo tells an executor how to reach an instance over SSH.

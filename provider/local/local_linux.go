@@ -56,6 +56,7 @@ type Provider struct {
 	uids, gids idRange
 	cgroups    *cgroupRoot
 	diskMax    int64 // disk_max in bytes, 0 for none
+	slots      int   // capacity_per_instance, 0 when unknown
 	log        *slog.Logger
 
 	mu      sync.Mutex
@@ -86,6 +87,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		return provider.Info{}, err
 	}
 	p.cfg = cfg
+	p.slots = s.Capacity
 	if s.StateDir == "" {
 		return provider.Info{}, errors.New("local provider: no state directory given; set state_dir")
 	}
@@ -275,6 +277,7 @@ func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
 		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax,
+		Slots: p.slots,
 	}
 }
 

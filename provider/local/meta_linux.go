@@ -64,6 +64,9 @@ type sandboxConfig struct {
 	// NProc, when not 0, is the RLIMIT_NPROC PID 1 sets for itself and
 	// its jobs: the pids limit where no pids cgroup is available.
 	NProc int `json:"nproc,omitempty"`
+	// Slots is capacity_per_instance (0 when unknown): the namespace
+	// quotas grow with the jobs that may run at once (namespaceQuota).
+	Slots int `json:"slots,omitempty"`
 	// Dir is the instance directory. DetachedMounts says that diskFD and
 	// tmpFD are detached mounts (open_tree) to move into place; otherwise
 	// the sandbox binds Dir's disk and tmp by path.

@@ -20,27 +20,39 @@ import (
 //
 // Every job session runs in one nested user and mount namespace of its own
 // (see jobNS), and a job may make a few more (a rootless build, an image
-// runner's per-job namespace): 64 leaves room for that and no more.
+// runner's per-job namespace): namespaceQuota leaves room for that for
+// every job that may run at once, and no more.
 var userQuotas = map[string]int{
-	"max_user_namespaces":   64,
-	"max_mnt_namespaces":    64,
-	"max_pid_namespaces":    64,
-	"max_uts_namespaces":    64,
-	"max_ipc_namespaces":    64,
-	"max_net_namespaces":    64, // creating one is refused by seccomp anyway
-	"max_cgroup_namespaces": 64,
-	"max_time_namespaces":   64,
 	"max_inotify_instances": 16,
 	"max_inotify_watches":   65536,
 	"max_fanotify_groups":   16,
 	"max_fanotify_marks":    8192,
 }
 
-// setUserQuotas writes userQuotas into the calling process's user
-// namespace, never above the value already there (the host's, inherited
-// as the effective ceiling). Names this kernel does not have are skipped.
-func setUserQuotas() error {
-	for name, want := range userQuotas {
+// namespaceKinds are the namespace quotas namespaceQuota sizes.
+var namespaceKinds = []string{"user", "mnt", "pid", "uts", "ipc",
+	"net", // creating one is refused by seccomp anyway
+	"cgroup", "time"}
+
+// namespaceQuota is the limit of each namespace kind for an instance that
+// runs slots jobs at once: 8 per job (a session's own, an image job's and
+// its services', a rootless build's) and never under 64. With 100 slots a
+// quota of 64 made sessions fail with ENOSPC.
+func namespaceQuota(slots int) int { return max(64, 8*slots) }
+
+// setUserQuotas writes userQuotas and the namespace quotas for slots jobs
+// into the calling process's user namespace, never above the value already
+// there (the host's, inherited as the effective ceiling). Names this kernel
+// does not have are skipped.
+func setUserQuotas(slots int) error {
+	quotas := make(map[string]int, len(userQuotas)+len(namespaceKinds))
+	for name, n := range userQuotas {
+		quotas[name] = n
+	}
+	for _, kind := range namespaceKinds {
+		quotas["max_"+kind+"_namespaces"] = namespaceQuota(slots)
+	}
+	for name, want := range quotas {
 		path := "/proc/sys/user/" + name
 		b, err := os.ReadFile(path)
 		if os.IsNotExist(err) {

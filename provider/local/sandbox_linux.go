@@ -84,7 +84,7 @@ func runSandbox(log *slog.Logger) error {
 	if err := limitNoFile(); err != nil {
 		return err
 	}
-	if err := setUserQuotas(); err != nil {
+	if err := setUserQuotas(cfg.Slots); err != nil {
 		return err
 	}
 	// Nobody else may read this process's memory (it holds the host key)
