@@ -326,6 +326,10 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 		if err != nil {
 			return err
 		}
+		// Before the job is visible: once committed, a job loop may take
+		// it and open its log at once, and a stale log file of this
+		// number must be gone by then, never removed under the running job.
+		q.issued(seq)
 		k := seqKey(seq)
 		rec.ID = strconv.FormatUint(seq, 10)
 		if err := saveRecord(tx, k, rec); err != nil {
@@ -345,8 +349,6 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 	if err != nil {
 		return api.Job{}, q.storeError("queue the job", err)
 	}
-	seq, _ := strconv.ParseUint(rec.ID, 10, 64)
-	q.issued(seq)
 	q.log.Info("job queued", "job", rec.ID, "owner", p.Name, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
 	q.changed.fire()
 	return rec.apiJob(sc), nil
