@@ -2,12 +2,9 @@ package manager
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -19,7 +16,6 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/api"
-	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/internal/gitlabfake"
 )
 
@@ -256,35 +252,10 @@ func (s *apiServer) removeSubmitter(t *testing.T, name string) {
 // TestConsoleOverTLS signs in over berth's TLS listener: the console is
 // on the API's listener, and its cookie is marked Secure there.
 func TestConsoleOverTLS(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile, pool := selfSigned(t, dir, "berth.test")
-	cfg, err := config.Parse([]byte(fmt.Sprintf("listen = \"127.0.0.1:0\"\nstate_dir = %q\ntls_cert_file = %q\ntls_key_file = %q\n[autoscaler]\nprovider = \"sim\"\n",
-		filepath.Join(dir, "state"), certFile, keyFile)), filepath.Join(dir, "berth.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	m, err := New(ctx, cfg, slog.New(slog.DiscardHandler), Options{Ready: ready, ShutdownGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	addr := <-ready
-	_, port, _ := net.SplitHostPort(addr)
-	tok, err := api.ReadTokenFile(filepath.Join(dir, "state", "api-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newBrowser(t, "https://berth.test:"+port)
-	b.c.Transport = &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool},
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-	}
+	tm := startTLSManager(t)
+	tok := tm.token
+	b := newBrowser(t, "https://berth.test:"+tm.port)
+	b.c.Transport = tm.transport
 	resp, body := b.signIn(tok)
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sign-in over TLS: %d %s", resp.StatusCode, body)

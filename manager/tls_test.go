@@ -49,7 +49,18 @@ func selfSigned(t *testing.T, dir, name string) (certFile, keyFile string, pool 
 	return certFile, keyFile, pool
 }
 
-func TestAPIOverTLS(t *testing.T) {
+// tlsManager is a berth serving its API over TLS with a certificate for
+// berth.test, as a test sees it.
+type tlsManager struct {
+	addr, port, token string
+	// transport trusts the certificate and dials addr whatever the name.
+	transport *http.Transport
+}
+
+// startTLSManager starts berth (sim provider) on a TLS listener until the
+// test ends.
+func startTLSManager(t *testing.T) tlsManager {
+	t.Helper()
 	dir := t.TempDir()
 	certFile, keyFile, pool := selfSigned(t, dir, "berth.test")
 	cfg, err := config.Parse([]byte(fmt.Sprintf("listen = \"127.0.0.1:0\"\nstate_dir = %q\ntls_cert_file = %q\ntls_key_file = %q\n[autoscaler]\nprovider = \"sim\"\n",
@@ -61,25 +72,33 @@ func TestAPIOverTLS(t *testing.T) {
 	ready := make(chan string, 1)
 	m, err := New(ctx, cfg, slog.New(slog.DiscardHandler), Options{Ready: ready, ShutdownGrace: time.Second})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	addr := <-ready
-	_, port, _ := net.SplitHostPort(addr)
-
-	tok, err := api.ReadTokenFile(filepath.Join(dir, "state", "api-token"))
-	if err != nil {
+	t.Cleanup(func() { cancel(); <-done })
+	tm := tlsManager{addr: <-ready}
+	_, tm.port, _ = net.SplitHostPort(tm.addr)
+	if tm.token, err = api.ReadTokenFile(filepath.Join(dir, "state", "api-token")); err != nil {
 		t.Fatal(err)
 	}
-	// A client that trusts the certificate and dials the name in it.
-	hc := &http.Client{Transport: &http.Transport{
+	tm.transport = &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
+			return (&net.Dialer{}).DialContext(ctx, network, tm.addr)
 		},
-	}}
+	}
+	return tm
+}
+
+func TestAPIOverTLS(t *testing.T) {
+	tm := startTLSManager(t)
+	ctx := context.Background()
+	addr, port, tok := tm.addr, tm.port, tm.token
+
+	// A client that trusts the certificate and dials the name in it.
+	hc := &http.Client{Transport: tm.transport}
 	c := api.NewClient("https://berth.test:" + port)
 	c.HTTP, c.Token = hc, tok
 	if _, err := c.Submit(ctx, api.JobRequest{Script: "true"}); err != nil {
