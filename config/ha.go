@@ -37,6 +37,15 @@ type HA struct {
 	CAFile, CertFile, KeyFile string
 	// Username and Password authenticate to etcd (both or neither).
 	Username, Password string
+	// AdvertiseURL is this manager's API as the other managers reach it
+	// ("http://10.0.0.5:8765"): a standby forwards API requests there while
+	// this manager leads. Empty: derived from listen at start.
+	AdvertiseURL string
+	// ProviderStateDir, when set, is the provider's state directory instead
+	// of <state_dir>/provider/<name>: managers sharing one host (the local
+	// provider serves only its own machine) must share it. Absolute after
+	// loading.
+	ProviderStateDir string
 }
 
 // TLS reports whether berth talks TLS to etcd.
@@ -56,6 +65,10 @@ func (d *decoder) ha(t *table) *HA {
 	}
 	t.str("username", &h.Username)
 	t.str("password", &h.Password)
+	t.str("advertise_url", &h.AdvertiseURL)
+	if t.str("provider_state_dir", &h.ProviderStateDir) {
+		h.ProviderStateDir = d.resolvePath(t.key("provider_state_dir"), h.ProviderStateDir)
+	}
 	t.finish()
 	return h
 }
@@ -97,6 +110,12 @@ func (c *Config) checkHA(k *checker) {
 	}
 	if (h.Username == "") != (h.Password == "") {
 		k.fail("ha.username", nil, "ha.username and ha.password go together: set both or neither")
+	}
+	if h.AdvertiseURL != "" {
+		u, err := url.Parse(h.AdvertiseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			k.fail("ha.advertise_url", h.AdvertiseURL, "must be the URL the other managers reach this berth's API at, such as %q (scheme, host and port, no path)", "http://10.0.0.5:8765")
+		}
 	}
 }
 

@@ -62,3 +62,27 @@ func (t *Term) Resign(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Confirm asks etcd, with a linearizable read, whether this term still
+// holds: its election key exists with the revision it won with. A manager
+// asks before every provider call and job start, so that one resumed
+// after a pause longer than its lease (SIGSTOP, a long GC, a frozen VM)
+// does not act on its own stale belief before its client notices the
+// lease is gone. A term found gone ends at once with ErrLeaseLost and the
+// error wraps ErrFenced.
+func (t *Term) Confirm(ctx context.Context) error {
+	if t.ctx.Err() != nil {
+		return context.Cause(t.ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultOpTimeout)
+	defer cancel()
+	resp, err := t.session.Client().Get(ctx, t.key)
+	if err != nil {
+		return fmt.Errorf("confirm leadership with etcd: %w", err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != t.rev {
+		t.cancel(ErrLeaseLost)
+		return fmt.Errorf("%w (election key %s is gone)", ErrFenced, t.key)
+	}
+	return nil
+}

@@ -30,7 +30,7 @@ func (m *Manager) setupConsole() {
 	m.queue.Register(jobAPI)
 	m.console = console.New(console.Options{
 		Authenticate: m.auth.authenticate,
-		Fleet:        m.fleet,
+		Fleet:        liveFleet{m},
 		Jobs:         m.queue,
 		JobAPI:       jobAPI,
 		Health:       m.consoleHealth,
@@ -139,3 +139,16 @@ func (b *bodyRecorder) json() any {
 	}
 	return v
 }
+
+// liveFleet is the fleet of the current term for the console; empty while
+// this manager stands by (a standby forwards /ui/ to the leader anyway).
+type liveFleet struct{ m *Manager }
+
+func (l liveFleet) Instances() []scaler.InstanceView {
+	if f := l.m.live.Load(); f != nil {
+		return f.Instances()
+	}
+	return nil
+}
+
+func (l liveFleet) Counts() scaler.Counts { return l.m.counts() }

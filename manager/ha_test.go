@@ -2,22 +2,206 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
-	"strings"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/config"
+	"github.com/berth-ci/berth/internal/etcdtest"
+	"github.com/berth-ci/berth/provider"
 )
 
-// Until berth run campaigns, a config with [ha] is refused before
-// anything starts: two managers on their own state files would both
-// drive the same instance group.
-func TestHAConfigIsRefusedUntilWired(t *testing.T) {
-	cfg := config.Default()
-	cfg.StateDir = t.TempDir()
-	cfg.HA = &config.HA{EtcdEndpoints: []string{"http://127.0.0.1:2379"}, LeaseTTL: config.DefaultLeaseTTL, KeyPrefix: config.DefaultKeyPrefix}
-	_, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler), Options{})
-	if err == nil || !strings.Contains(err.Error(), "[ha]") || !strings.Contains(err.Error(), "docs/ha.md") {
-		t.Fatalf("New with [ha]: %v, want a refusal naming [ha] and docs/ha.md", err)
+// countingGroup is the sim provider counting every call berth makes to it.
+type countingGroup struct {
+	provider.InstanceGroup
+	calls atomic.Int64
+}
+
+func (c *countingGroup) Init(ctx context.Context, s provider.Settings) (provider.Info, error) {
+	c.calls.Add(1)
+	return c.InstanceGroup.Init(ctx, s)
+}
+
+func (c *countingGroup) Update(ctx context.Context, fn func(string, provider.State)) error {
+	c.calls.Add(1)
+	return c.InstanceGroup.Update(ctx, fn)
+}
+
+func (c *countingGroup) Increase(ctx context.Context, n int) (int, error) {
+	c.calls.Add(1)
+	return c.InstanceGroup.Increase(ctx, n)
+}
+
+func (c *countingGroup) Decrease(ctx context.Context, ids []string) ([]string, error) {
+	c.calls.Add(1)
+	return c.InstanceGroup.Decrease(ctx, ids)
+}
+
+// countingGroups are the groups made so far, in order: one per manager
+// that took charge of the fleet.
+var countingGroups struct {
+	sync.Mutex
+	list []*countingGroup
+}
+
+func init() {
+	provider.Register("counting-sim", func() provider.InstanceGroup {
+		sim, _ := provider.New("sim")
+		g := &countingGroup{InstanceGroup: sim}
+		countingGroups.Lock()
+		countingGroups.list = append(countingGroups.list, g)
+		countingGroups.Unlock()
+		return g
+	})
+}
+
+func groupsMade() []*countingGroup {
+	countingGroups.Lock()
+	defer countingGroups.Unlock()
+	return append([]*countingGroup(nil), countingGroups.list...)
+}
+
+// haManager is one in-process manager of a shared fleet.
+type haManager struct {
+	m      *Manager
+	addr   string
+	token  string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startHAManager runs a manager with [ha] on etcd at endpoints; token is
+// the shared API token ("" to let it make one).
+func startHAManager(t *testing.T, endpoints []string, prefix, token string) *haManager {
+	t.Helper()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if token != "" {
+		os.MkdirAll(state, 0o700)
+		if err := os.WriteFile(api.TokenPath(state), []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eps, _ := json.Marshal(endpoints)
+	toml := fmt.Sprintf("listen = %q\nstate_dir = %q\n[autoscaler]\nprovider = \"counting-sim\"\nmax_instances = 3\n[autoscaler.policy]\nidle_count = 1\n[ha]\netcd_endpoints = %s\nlease_ttl = \"2s\"\nkey_prefix = %q\n",
+		addr, state, eps, prefix)
+	cfg, err := config.Parse([]byte(toml), filepath.Join(dir, "berth.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w io.Writer = io.Discard
+	if testing.Verbose() {
+		w = os.Stderr
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := New(ctx, cfg, slog.New(slog.NewTextHandler(w, nil)).With("manager", addr), Options{UpdateInterval: 200 * time.Millisecond, ShutdownGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := os.ReadFile(api.TokenPath(state))
+	h := &haManager{m: m, addr: addr, token: string(tok[:len(tok)-1]), cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- m.Run(ctx) }()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *haManager) stop() {
+	h.cancel()
+	<-h.done
+}
+
+// health asks the manager's /healthz.
+func (h *haManager) health(t *testing.T) health {
+	t.Helper()
+	resp, err := http.Get("http://" + h.addr + "/healthz")
+	if err != nil {
+		return health{}
+	}
+	defer resp.Body.Close()
+	var hh health
+	json.NewDecoder(resp.Body).Decode(&hh)
+	return hh
+}
+
+func (h *haManager) waitRole(t *testing.T, role string) health {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if hh := h.health(t); hh.Role == role {
+			return hh
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("manager %s: never became %s (healthz %+v)", h.addr, role, h.health(t))
+	return health{}
+}
+
+// The manager that does not lead makes no provider call at all (it has
+// not even made its provider), and forwards the API to the leader; when
+// the leader stops, it takes over; a leader whose lease is revoked stops
+// calling its provider at once.
+func TestStandbyMakesNoProviderCall(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	before := len(groupsMade())
+	a := startHAManager(t, etcd.Endpoints, "/standby-test/", "")
+	a.waitRole(t, "leader")
+	b := startHAManager(t, etcd.Endpoints, "/standby-test/", a.token)
+	hb := b.waitRole(t, "standby")
+	if hb.Leader != "http://"+a.addr {
+		t.Errorf("standby's /healthz names leader %q, want %q", hb.Leader, "http://"+a.addr)
+	}
+	time.Sleep(time.Second) // five listing intervals of the leader
+	made := groupsMade()[before:]
+	if len(made) != 1 || made[0].calls.Load() == 0 {
+		t.Fatalf("providers made: %d (want 1, the leader's, which calls it)", len(made))
+	}
+	// The standby answers the API through the leader.
+	c := api.NewClient("http://" + b.addr)
+	c.Token = a.token
+	if _, err := c.Instances(context.Background()); err != nil {
+		t.Fatalf("GET /api/v1/instances on the standby: %v", err)
+	}
+
+	// The leader's lease is revoked (as etcd does when it expires): it
+	// stops calling its provider, and the standby takes over.
+	revokeLeader(t, etcd.Client(t), "/standby-test/")
+	a.waitRole(t, "standby")
+	calls := made[0].calls.Load()
+	b.waitRole(t, "leader")
+	time.Sleep(time.Second)
+	if n := made[0].calls.Load(); n != calls {
+		t.Errorf("the old leader called its provider %d times after it stepped down", n-calls)
+	}
+	if made := groupsMade()[before:]; len(made) != 2 || made[1].calls.Load() == 0 {
+		t.Errorf("the new leader made no provider or never called it (%d providers)", len(made))
+	}
+}
+
+// revokeLeader revokes the lease of the leading manager's election key.
+func revokeLeader(t *testing.T, cli *clientv3.Client, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix+"election/", clientv3.WithFirstCreate()...)
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("find the leader's key: %v (%d keys)", err, len(resp.Kvs))
+	}
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
 	}
 }

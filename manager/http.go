@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -59,7 +60,7 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /api/v1/jobs, /api/v1/instances, /metrics, /healthz", r.Method, r.URL.Path))
 	})
-	return &guard{auth: m.auth, hosts: m.hosts, tokenFile: api.TokenPath(m.cfg.StateDir), next: m.withGitLabJobs(mux)}
+	return &guard{auth: m.auth, hosts: m.hosts, tokenFile: api.TokenPath(m.cfg.StateDir), next: m.forwardStandby(m.withGitLabJobs(mux))}
 }
 
 // serveHTTP serves the API on ln (with TLS when configured) until the
@@ -91,20 +92,47 @@ type health struct {
 	Plugin *plugin.Health `json:"provider_plugin,omitempty"`
 	// Problems say what is wrong and what to do, one entry per problem.
 	Problems []string `json:"problems,omitempty"`
+	// Role is "leader" or "standby" under [ha]; absent for a single manager.
+	Role string `json:"role,omitempty"`
+	// Leader is the leading manager's advertised URL under [ha] ("" while
+	// none leads).
+	Leader string `json:"leader,omitempty"`
 }
 
 // serveHealth answers 200 {"status": "ok"} while berth can take jobs, else
 // 503 {"status": "degraded", "problems": [...]}, so that a monitor notices
 // a queue that cannot store jobs before users do.
-func (m *Manager) serveHealth(w http.ResponseWriter, _ *http.Request) {
-	h := health{Status: "ok", Provider: m.info.ID}
+func (m *Manager) serveHealth(w http.ResponseWriter, r *http.Request) {
+	h := health{Status: "ok", Role: m.role()}
+	// The provider is opened by the first term won: a standby that never
+	// led has none (and must not read it while a term opens it).
+	leads := m.ha == nil || m.ha.leading.Load()
+	if leads {
+		h.Provider = m.info.ID
+	}
+	if m.ha != nil {
+		// A standby is healthy: it is ready to take over. It says where
+		// the leader is, or that etcd cannot tell (then it cannot take
+		// over either).
+		ctx := context.Background() // the console asks without a request
+		if r != nil {
+			ctx = r.Context()
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		leader, err := m.ha.elector.Leader(ctx)
+		if err != nil {
+			h.Problems = append(h.Problems, "etcd does not answer, so this manager can neither lead nor take over: "+err.Error())
+		}
+		h.Leader = leader
+	}
 	if err := m.queue.Health(); err != nil {
 		h.Problems = append(h.Problems, err.Error())
 	}
 	if p := m.fds.problem(); p != "" {
 		h.Problems = append(h.Problems, p)
 	}
-	if m.plugin != nil {
+	if leads && m.plugin != nil {
 		// A restarting plugin degrades berth but is no reason to restart
 		// berth (berth restarts the plugin itself), so the answer stays 200.
 		ph := m.plugin.Health()

@@ -32,7 +32,6 @@ import (
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/provider/plugin"
 	"github.com/berth-ci/berth/scaler"
-	"github.com/berth-ci/berth/store"
 )
 
 // Options tune the daemon beyond the config file.
@@ -74,17 +73,24 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	store  *store.Bolt
+	store stateStore
+	// hostKeys records the host keys a provider plugin cannot report.
+	hostKeys plugin.HostKeyStore
+	// ha is this manager's part in the election; nil without [ha].
+	ha     *haState
 	prov   provider.InstanceGroup
 	plugin *plugin.Group // nil for a built-in provider
 	info   provider.Info
 	// restarted signals a restart of the provider plugin.
 	restarted chan struct{}
 	fleet     *fleet.Fleet
-	queue     *queue.Queue
-	sources   []source
-	metrics   *metrics.Metrics
-	runner    *executor.Runner
+	// live is the fleet of the current term for readers outside it
+	// (/metrics): nil while a standby.
+	live    atomic.Pointer[fleet.Fleet]
+	queue   *queue.Queue
+	sources []source
+	metrics *metrics.Metrics
+	runner  *executor.Runner
 
 	auth  *authenticator
 	hosts hostPolicy
@@ -100,20 +106,20 @@ type Manager struct {
 	// hostImages is the provider's host-side image cache: berth pulls
 	// jobs' images there itself (image.go). nil: instances pull.
 	hostImages provider.ImageCacher
+
+	// reconciled is set once the parked environments were matched with
+	// the queue's interrupted jobs (first term only).
+	reconciled bool
+	// serving is set once Run serves the API on the listen address.
+	serving bool
 }
 
 // New opens the state, initialises the provider and the job sources, and
-// restores the fleet. Nothing runs until Run.
+// restores the fleet. Nothing runs until Run. Under [ha] it connects to
+// etcd instead and acts on nothing: the provider and the fleet wait until
+// Run wins a term (ha.go).
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (_ *Manager, err error) {
-	if opts.ShutdownGrace <= 0 {
-		opts.ShutdownGrace = cfg.ShutdownTimeout
-	}
-	if opts.UpdateInterval <= 0 {
-		opts.UpdateInterval = 2 * time.Second
-	}
-	if opts.BackupInterval <= 0 {
-		opts.BackupInterval = 5 * time.Minute
-	}
+	opts = opts.withDefaults(cfg)
 	m := &Manager{cfg: cfg, opts: opts, log: log, runner: &executor.Runner{Logger: log}}
 	defer func() {
 		if err != nil {
@@ -123,11 +129,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w.String())
 	}
-	if cfg.HA != nil {
-		// Two managers each on its own state file would both drive the
-		// same instance group: refuse until `berth run` campaigns.
-		return nil, errors.New("[ha]: this berth checks the table but cannot yet run as one of several managers sharing a fleet (see docs/ha.md); remove [ha] and run a single berth")
-	}
 	raiseFileLimit(log)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w; pass a writable --state-dir", cfg.StateDir, err)
@@ -135,33 +136,139 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if err := m.setupHTTP(); err != nil {
 		return nil, err
 	}
-	m.store, err = store.Open(filepath.Join(cfg.StateDir, "state.db"))
+	m.metrics = metrics.New(m.counts)
+	m.restarted = make(chan struct{}, 1)
+	if cfg.HA != nil {
+		err = m.openHA(ctx)
+	} else {
+		err = m.openBolt()
+	}
 	if err != nil {
 		return nil, err
+	}
+	if m.queue, err = m.openQueue(); err != nil {
+		return nil, err
+	}
+	warnIsolatedGitLab(cfg, log)
+	if cfg.HA == nil { // a single manager leads from the start
+		if err := m.takeCharge(ctx); err != nil {
+			return nil, err
+		}
+		m.metrics.Leader.Set(1)
+	}
+	m.setupConsole()
+	if m.sources, err = m.openSources(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// withDefaults fills in what the caller left zero.
+func (o Options) withDefaults(cfg *config.Config) Options {
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = cfg.ShutdownTimeout
+	}
+	if o.UpdateInterval <= 0 {
+		o.UpdateInterval = 2 * time.Second
+	}
+	if o.BackupInterval <= 0 {
+		o.BackupInterval = 5 * time.Minute
+	}
+	return o
+}
+
+// openQueue opens the built-in queue: the one place that chooses its
+// storage.
+func (m *Manager) openQueue() (*queue.Queue, error) {
+	return queue.Open(filepath.Join(m.cfg.StateDir, "queue"), queue.WithLogger(m.log), queue.WithResumeCheck(m.checkResumeKey))
+}
+
+// counts feeds the fleet gauges of /metrics: zero while no fleet runs here.
+func (m *Manager) counts() scaler.Counts {
+	if f := m.live.Load(); f != nil {
+		return f.Counts()
+	}
+	return scaler.Counts{}
+}
+
+// takeCharge makes this manager the one that acts on the fleet: it opens
+// and initialises the provider (once per process), loads the saved state,
+// restores the core from it (the restart rules of docs/semantics.md: the
+// first listing reconciles it with the provider, dead jobs release their
+// slots) and makes the fleet. A single manager calls it in New; under
+// [ha] each won term calls it, with ctx ending with the term.
+func (m *Manager) takeCharge(ctx context.Context) error {
+	if m.prov == nil {
+		if err := m.startProvider(ctx); err != nil {
+			return err
+		}
 	}
 	saved, haveSaved, err := m.store.Load()
 	if err != nil {
-		return nil, err
+		return err
 	}
+	core, err := m.restoreCore(ctx, saved, haveSaved)
+	if err != nil {
+		return err
+	}
+	m.fleet = fleet.New(core, fleet.Options{
+		Provider:       m.prov,
+		Store:          m.store,
+		Logger:         m.log,
+		ReadyHook:      m.readyHook,
+		UpdateInterval: m.opts.UpdateInterval,
+		Observe:        m.observe,
+	})
+	m.live.Store(m.fleet)
+	if haveSaved && !m.reconciled {
+		m.reconciled = true // the queue's interrupted jobs are those of this process's start
+		m.reconcileParked(saved.Envs)
+	}
+	return nil
+}
 
-	as := cfg.Autoscaler
-	m.metrics = metrics.New(func() scaler.Counts { return m.fleet.Counts() })
-	m.restarted = make(chan struct{}, 1)
+// startProvider opens the provider, wraps it (metrics; under [ha] the
+// gate that lets calls through only while this manager leads) and
+// initialises it.
+func (m *Manager) startProvider(ctx context.Context) error {
+	as := m.cfg.Autoscaler
 	provName, err := m.openProvider(as)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	m.hostImages, _ = m.prov.(provider.ImageCacher) // Meter's wrapper hides it
-	m.prov = m.metrics.Meter(m.prov)                // every provider call timed, by method
-	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: filepath.Join(cfg.StateDir, "provider", provName), Private: privatePaths(cfg), Capacity: as.CapacityPerInstance})
-	if err != nil {
-		return nil, fmt.Errorf("initialise provider %q: %w", provName, err)
+	if m.ha != nil {
+		m.prov = gate(m.prov, m.mayAct)
 	}
+	m.prov = m.metrics.Meter(m.prov) // every provider call timed, by method
+	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: m.providerDir(provName),
+		Private: privatePaths(m.cfg), Capacity: as.CapacityPerInstance})
+	if err != nil {
+		_ = m.prov.Shutdown(context.WithoutCancel(ctx))
+		m.prov, m.plugin = nil, nil
+		return fmt.Errorf("initialise provider %q: %w", provName, err)
+	}
+	return nil
+}
+
+// providerDir is the provider's state directory: ha.provider_state_dir
+// when set (managers sharing one host), else under the state directory.
+func (m *Manager) providerDir(name string) string {
+	if m.cfg.HA != nil && m.cfg.HA.ProviderStateDir != "" {
+		return m.cfg.HA.ProviderStateDir
+	}
+	return filepath.Join(m.cfg.StateDir, "provider", name)
+}
+
+// coreConfig is the core's configuration from the config file and what the
+// provider can do.
+func (m *Manager) coreConfig() (scaler.Config, error) {
+	as := m.cfg.Autoscaler
 	sched, err := as.NewSchedule()
 	if err != nil {
-		return nil, err
+		return scaler.Config{}, err
 	}
-	coreCfg := scaler.Config{
+	c := scaler.Config{
 		CapacityPerInstance: as.CapacityPerInstance,
 		MaxInstances:        as.MaxInstances,
 		MaxUseCount:         as.MaxUseCount,
@@ -182,86 +289,92 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		// The fleet advances the core every UpdateInterval; a longer step
 		// is the wall clock jumping, which must not expire every parked
 		// environment at once.
-		MaxClockStep: max(time.Minute, 10*opts.UpdateInterval),
+		MaxClockStep: max(time.Minute, 10*m.opts.UpdateInterval),
 	}
-	warnIsolatedGitLab(cfg, log)
-	if m.info.MaxSize > 0 && coreCfg.MaxInstances > m.info.MaxSize {
-		log.Warn("max_instances is above the provider's group size; using the group size", "max_instances", coreCfg.MaxInstances, "provider_max", m.info.MaxSize)
-		coreCfg.MaxInstances = m.info.MaxSize
+	if m.info.MaxSize > 0 && c.MaxInstances > m.info.MaxSize {
+		m.log.Warn("max_instances is above the provider's group size; using the group size", "max_instances", c.MaxInstances, "provider_max", m.info.MaxSize)
+		c.MaxInstances = m.info.MaxSize
 	}
-	var core *scaler.Scaler
-	if haveSaved {
-		var dead []scaler.DeadJob
-		core, dead, err = scaler.Restore(coreCfg, saved, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("restore state from %s: %w", m.store.Path(), err)
-		}
-		log.Info("restored state", "file", m.store.Path(), "instances", len(saved.Instances),
-			"environments", len(saved.Envs), "pending_increases", len(saved.Pending), "dead_jobs", len(dead))
-		for _, d := range dead {
-			log.Warn("job died with the previous berth process; releasing its slot", "key", d.Key, "instance", d.InstanceID)
-			// Its leftovers must not reach the next job: reset the
-			// instance now, before any job can be booked on it. An
-			// environment the job resumed is parked again as the job
-			// left it, for its owner only: never reset it.
-			if !as.DeleteInstanceOnDeadJob && !d.HoldsEnv {
-				if err := m.recycle(ctx, log, d.InstanceID); err != nil {
-					log.Error("instance reset failed; deleting the instance so no other job sees what the dead job left", "instance", d.InstanceID, "err", err)
-					core.DiscardInstance(d.InstanceID, "reset after a job that died with berth failed: "+err.Error())
-				}
-			}
-		}
-	} else {
-		core = scaler.New(coreCfg, time.Now())
-	}
+	return c, nil
+}
 
-	m.fleet = fleet.New(core, fleet.Options{
-		Provider:       m.prov,
-		Store:          m.store,
-		Logger:         log,
-		ReadyHook:      m.readyHook,
-		UpdateInterval: opts.UpdateInterval,
-		Observe:        m.observe,
-	})
-
-	m.queue, err = queue.Open(filepath.Join(cfg.StateDir, "queue"), queue.WithLogger(log), queue.WithResumeCheck(m.checkResumeKey))
+// restoreCore makes the core from the saved state, or a new one. Jobs that
+// held a slot when their manager died are dead: their slots are released
+// and their instances reset (or deleted) before any job is booked there.
+func (m *Manager) restoreCore(ctx context.Context, saved scaler.State, haveSaved bool) (*scaler.Scaler, error) {
+	coreCfg, err := m.coreConfig()
 	if err != nil {
 		return nil, err
 	}
-	if haveSaved {
-		m.reconcileParked(saved.Envs)
+	if !haveSaved {
+		return scaler.New(coreCfg, time.Now()), nil
 	}
-	m.setupConsole()
-	for _, s := range cfg.Sources {
-		switch s.Kind {
-		case config.SourceQueue:
-			m.sources = append(m.sources, source{m.queue, 1})
-		case config.SourceGitLab:
-			// A stable system id keeps GitLab from listing a new runner manager after each restart.
-			hc, err := gitlab.NewHTTPClient(s.CAFile, s.Proxy)
-			if err != nil {
-				return nil, fmt.Errorf("source %s: %w", s, err)
+	core, dead, err := scaler.Restore(coreCfg, saved, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("restore state from %s: %w", m.store.Where(), err)
+	}
+	m.log.Info("restored state", "from", m.store.Where(), "instances", len(saved.Instances),
+		"environments", len(saved.Envs), "pending_increases", len(saved.Pending), "dead_jobs", len(dead))
+	for _, d := range dead {
+		m.log.Warn("job died with the berth that ran it; releasing its slot", "key", d.Key, "instance", d.InstanceID)
+		// Its leftovers must not reach the next job: reset the
+		// instance now, before any job can be booked on it. An
+		// environment the job resumed is parked again as the job
+		// left it, for its owner only: never reset it.
+		if !m.cfg.Autoscaler.DeleteInstanceOnDeadJob && !d.HoldsEnv {
+			if err := m.recycle(ctx, m.log, d.InstanceID); err != nil {
+				m.log.Error("instance reset failed; deleting the instance so no other job sees what the dead job left", "instance", d.InstanceID, "err", err)
+				core.DiscardInstance(d.InstanceID, "reset after a job that died with berth failed: "+err.Error())
 			}
-			cs, err := m.cacheStore()
-			if err != nil {
-				return nil, err
-			}
-			g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
-				CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: opts.Version,
-				BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs}, log)
-			if err != nil {
-				return nil, fmt.Errorf("source %s: %w", s, err)
-			}
-			if err := g.Verify(ctx); err != nil {
-				return nil, fmt.Errorf("source %s: %w", s, err)
-			}
-			m.sources = append(m.sources, source{g, max(1, s.RequestConcurrency)})
 		}
 	}
-	if len(m.sources) == 0 {
-		m.sources = append(m.sources, source{m.queue, 1})
+	return core, nil
+}
+
+// openSources makes the job sources of the config; the built-in queue when
+// there is none.
+func (m *Manager) openSources(ctx context.Context) ([]source, error) {
+	var srcs []source
+	for _, s := range m.cfg.Sources {
+		switch s.Kind {
+		case config.SourceQueue:
+			srcs = append(srcs, source{m.queue, 1})
+		case config.SourceGitLab:
+			g, err := m.openGitLab(ctx, s)
+			if err != nil {
+				return nil, fmt.Errorf("source %s: %w", s, err)
+			}
+			srcs = append(srcs, source{g, max(1, s.RequestConcurrency)})
+		}
 	}
-	return m, nil
+	if len(srcs) == 0 {
+		srcs = append(srcs, source{m.queue, 1})
+	}
+	return srcs, nil
+}
+
+// openGitLab makes a GitLab source and checks its token. A stable system
+// id (the state's) keeps GitLab from listing a new runner manager after
+// each restart, and from listing one per manager under [ha].
+func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Source, error) {
+	hc, err := gitlab.NewHTTPClient(s.CAFile, s.Proxy)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := m.cacheStore()
+	if err != nil {
+		return nil, err
+	}
+	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
+		CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: m.opts.Version,
+		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs}, m.log)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Verify(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // openProvider picks the provider: the plugin binary provider_path, else
@@ -282,7 +395,7 @@ func (m *Manager) openProvider(as config.Autoscaler) (string, error) {
 		name = plugin.NameOf(path)
 	}
 	m.plugin = plugin.New(plugin.Options{
-		Name: name, Path: path, Logger: m.log, HostKeys: m.store,
+		Name: name, Path: path, Logger: m.log, HostKeys: m.hostKeys,
 		CallTimeout: as.PluginCallTimeout, BackoffReset: as.PluginBackoffReset,
 		OnRestart: func() {
 			m.metrics.ProviderRestarts.WithLabelValues(name).Inc()
@@ -309,73 +422,126 @@ func (m *Manager) readyHook(ctx context.Context, id string) error {
 
 // Run serves HTTP and runs jobs until ctx is done, then stops gracefully: no
 // new jobs, running jobs get ShutdownGrace to finish, state is flushed.
+// Under [ha] it campaigns and leads the fleet only during its terms.
 func (m *Manager) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", m.cfg.Listen)
 	if err != nil {
 		m.close(context.Background())
 		return fmt.Errorf("listen on %s: %w; is another berth running? pass --listen ADDR to use another address", m.cfg.Listen, err)
 	}
+	m.serving = true
 	srv := m.serveHTTP(ln)
 	m.log.Info("berth running", "listen", ln.Addr().String(), "tls", m.tls != nil, "provider", m.info.ID, "state_dir", m.cfg.StateDir,
-		"max_instances", m.cfg.Autoscaler.MaxInstances, "capacity_per_instance", m.cfg.Autoscaler.CapacityPerInstance)
+		"max_instances", m.cfg.Autoscaler.MaxInstances, "capacity_per_instance", m.cfg.Autoscaler.CapacityPerInstance, "ha", m.ha != nil)
 	if m.opts.Ready != nil {
 		m.opts.Ready <- ln.Addr().String()
 	}
-
-	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
-	fleetDone := make(chan struct{})
-	go func() { m.fleet.Run(fleetCtx); close(fleetDone) }()
-	go m.console.Run(fleetCtx)
-	go func() { // a restarted plugin is reconciled by a listing at once
-		for {
-			select {
-			case <-m.restarted:
-				m.fleet.Kick()
-			case <-fleetCtx.Done():
-				return
-			}
-		}
-	}()
-	go m.sampleMetrics(fleetCtx)
+	consoleCtx, stopConsole := context.WithCancel(context.WithoutCancel(ctx))
+	go m.console.Run(consoleCtx)
 	backupDone := make(chan struct{})
 	go func() { m.backups(ctx); close(backupDone) }()
 	pruneDone := make(chan struct{})
 	go func() { m.prune(ctx); close(pruneDone) }()
 
-	// Jobs run on their own context, so a stop signal does not kill them at once.
-	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	if m.ha != nil {
+		m.campaign(ctx)
+	} else {
+		m.lead(ctx, context.Background())
+	}
+	<-backupDone
+	<-pruneDone
+	stopConsole()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	m.close(shutCtx)
+	m.log.Info("stopped")
+	return nil
+}
+
+// errLostLead ends the jobs of a manager whose term ended.
+var errLostLead = errors.New("this berth manager lost its leadership of the fleet while the job ran (see its log); " +
+	"the job was stopped, and its instance is left to the new leader, which resets or deletes it; run the job again")
+
+// lead runs the fleet and the job loops until ctx ends (a stop: graceful,
+// as before [ha]) or termCtx does (leadership lost: everything stops at
+// once, without any provider call).
+func (m *Manager) lead(ctx, termCtx context.Context) {
+	f := m.fleet
+	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	fleetDone := make(chan struct{})
+	go func() { f.Run(fleetCtx); close(fleetDone) }()
+	go m.kickOnRestart(fleetCtx, f)
+	go m.sampleMetrics(fleetCtx, f)
+
+	// Jobs run on their own context, so a stop signal does not kill them
+	// at once; the end of the term does.
+	jobCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	defer context.AfterFunc(termCtx, func() { stopLoops(); cancelJobs(errLostLead) })()
 	var loops sync.WaitGroup
 	for _, s := range m.sources {
 		// One loop per allowed request in flight: each holds one booking.
 		for range s.concurrency {
 			loops.Add(1)
-			go func() { defer loops.Done(); m.jobLoop(ctx, jobCtx, s.src) }()
+			go func() { defer loops.Done(); m.jobLoop(loopCtx, jobCtx, s.src) }()
 		}
 	}
 
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-termCtx.Done():
+	}
+	if termCtx.Err() != nil {
+		m.stepDown(context.Cause(termCtx), stopFleet, &loops, fleetDone)
+		return
+	}
 	// Instances that vanish from now on are not replaced, nor is the idle
 	// pool refilled: berth would boot machines only to abandon them.
-	m.fleet.StopScaleUp()
+	f.StopScaleUp()
 	m.log.Info("stopping: taking no new jobs and starting no instances; running jobs may finish, "+
 		"send the signal again to cancel them now", "grace", m.opts.ShutdownGrace)
 	loops.Wait()
-	<-backupDone
-	<-pruneDone
-	m.waitJobs(cancelJobs)
-	cancelJobs()
-	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutCtx)
-	if m.cfg.Autoscaler.DeleteInstancesOnShutdown {
+	m.waitJobs(func() { cancelJobs(context.Canceled) })
+	cancelJobs(nil)
+	if m.cfg.Autoscaler.DeleteInstancesOnShutdown && termCtx.Err() == nil {
 		m.log.Info("deleting idle instances on shutdown")
-		m.fleet.DeleteIdle(shutCtx)
+		shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		f.DeleteIdle(shutCtx)
+		cancel()
 	}
 	stopFleet()
 	<-fleetDone
-	m.close(shutCtx)
-	m.log.Info("stopped")
-	return nil
+}
+
+// stepDown ends a term: the job loops and the fleet stop at once, running
+// jobs are canceled (errLostLead) and report that, and no provider call is
+// made (no deletes, no resets: the gate refuses them, the instances are
+// the new leader's).
+func (m *Manager) stepDown(cause error, stopFleet context.CancelFunc, loops *sync.WaitGroup, fleetDone <-chan struct{}) {
+	if m.ha != nil {
+		m.ha.leading.Store(false)
+	}
+	m.log.Warn("lost leadership: stopping the job loops, the fleet and the running jobs now, without any provider call; "+
+		"the instances are left to the new leader", "cause", cause)
+	stopFleet()
+	loops.Wait()
+	m.jobs.Wait()
+	<-fleetDone
+	m.live.Store(nil)
+	m.log.Info("stepped down: standing by")
+}
+
+// kickOnRestart has a restarted plugin reconciled by a listing at once.
+func (m *Manager) kickOnRestart(ctx context.Context, f *fleet.Fleet) {
+	for {
+		select {
+		case <-m.restarted:
+			f.Kick()
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // waitJobs waits for the running jobs until the grace period is over or a
@@ -430,8 +596,11 @@ func (m *Manager) close(ctx context.Context) {
 	}
 	if m.store != nil {
 		if err := m.store.Close(); err != nil {
-			m.log.Warn("close the state file", "err", err)
+			m.log.Warn("close the state", "err", err)
 		}
+	}
+	if m.ha != nil {
+		_ = m.ha.cli.Close()
 	}
 }
 
@@ -463,6 +632,16 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			if err := waiter.WaitForJobs(ctx); err != nil {
 				return
 			}
+		}
+		if err := m.mayAct(ctx); err != nil {
+			// Under [ha] etcd confirms the term before a job is taken: a
+			// resumed paused leader takes none (stepDown follows).
+			m.log.Warn("not taking a job: this manager may not act on the fleet", "err", err)
+			select {
+			case <-time.After(idle):
+			case <-ctx.Done():
+			}
+			continue
 		}
 		var srcChanged <-chan struct{}
 		if resumer != nil {
@@ -620,6 +799,16 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 
 	res := m.execute(ctx, spec, job, acq)
 	res.Instance = acq.Instance
+	if errors.Is(context.Cause(ctx), errLostLead) {
+		// The term ended: the slot and the instance are the new leader's
+		// (a dead job to it), so this manager neither resets, releases
+		// nor parks anything. A job that ended by itself keeps its result.
+		if res.Failure != jobsource.FailureNone && res.Failure != jobsource.FailureScript {
+			res.ExitCode, res.Failure, res.Message = -1, jobsource.FailureSystem, errLostLead.Error()
+		}
+		finish(res)
+		return
+	}
 	lost := acq.LostReason() != ""
 	if spec.Suspend && !lost && res.Failure != jobsource.FailureSystem {
 		envKey := spec.ResumeKey

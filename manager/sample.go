@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"time"
+
+	"github.com/berth-ci/berth/fleet"
 )
 
 // sampleInterval is how often the fleet's cost and the queue length are
@@ -11,11 +13,11 @@ const sampleInterval = time.Second
 
 // sampleMetrics feeds the sampled metrics until fleetCtx ends: the fleet's
 // instance-seconds by billing phase and the built-in queue's length.
-func (m *Manager) sampleMetrics(fleetCtx context.Context) {
+func (m *Manager) sampleMetrics(fleetCtx context.Context, f *fleet.Fleet) {
 	t := time.NewTicker(sampleInterval)
 	defer t.Stop()
 	for {
-		m.metrics.Accrue(m.fleet.Counts().InstancesByPhase, time.Now())
+		m.metrics.Accrue(f.Counts().InstancesByPhase, time.Now())
 		if n, err := m.queue.Len(); err == nil {
 			m.metrics.QueuedJobs.WithLabelValues("queue").Set(float64(n))
 		}

@@ -45,6 +45,11 @@ type Metrics struct {
 	// QueuedJobs is the number of jobs waiting for an instance, by source
 	// ("queue", "gitlab"); a source that cannot tell stays at 0.
 	QueuedJobs *prometheus.GaugeVec
+	// Leader is 1 while this manager leads the fleet, else 0 (a standby
+	// under [ha]; a single manager sets it once it runs).
+	Leader prometheus.Gauge
+	// LeaderChanges counts the terms this manager won (docs/ha.md).
+	LeaderChanges prometheus.Counter
 
 	cost *instanceSeconds
 }
@@ -79,10 +84,16 @@ func New(counts func() scaler.Counts) *Metrics {
 	m.QueuedJobs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "berth_jobs_queued", Help: "Jobs waiting to be booked on a new instance, by source (a source that cannot tell, like GitLab, stays at 0).",
 	}, []string{"source"})
+	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "berth_leader", Help: "1 while this manager leads the fleet, 0 while it stands by ([ha]).",
+	})
+	m.LeaderChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "berth_leadership_changes_total", Help: "Terms this manager won as leader of the fleet ([ha]).",
+	})
 	m.cost = newInstanceSeconds()
 	m.preinitialise()
 	m.reg.MustRegister(m.ScaleOps, m.Deletions, m.QueueWait, m.TimeToReady, m.Jobs, m.ProviderRestarts,
-		m.ProviderCalls, m.ProviderErrors, m.QueuedJobs, m.cost.vec, newBuildInfo(buildinfo.Read()),
+		m.ProviderCalls, m.ProviderErrors, m.QueuedJobs, m.Leader, m.LeaderChanges, m.cost.vec, newBuildInfo(buildinfo.Read()),
 		&fleetCollector{counts: counts},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -1,0 +1,191 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berth-ci/berth/ha"
+)
+
+// This file runs berth as one of several managers sharing a fleet through
+// etcd ([ha], docs/ha.md): New connects to etcd and waits; Run campaigns,
+// and only the leader opens the provider, restores the fleet from etcd and
+// runs the job loops. A standby serves /healthz and /metrics itself and
+// forwards the API to the leader (forward.go).
+
+// haState is a manager's part in the election.
+type haState struct {
+	cli       *clientv3.Client
+	store     *ha.Store
+	elector   *ha.Elector
+	advertise string // this manager's API URL, the campaign value
+	// term is the term this manager holds, nil as a standby.
+	term atomic.Pointer[ha.Term]
+	// leading is set once the fleet of the term runs, and cleared first
+	// when the term ends: the API serves locally only while it is set.
+	leading atomic.Bool
+}
+
+// errStandby refuses an action of a manager that does not lead.
+var errStandby = errors.New("this manager is a standby: only the leader acts on the fleet")
+
+// openHA connects to etcd and opens the shared state, retrying with
+// backoff while etcd cannot be reached: managers are often started before
+// or with their etcd cluster. /healthz answers 503 with the reason
+// meanwhile. A corrupt state is not retried: it needs an operator.
+func (m *Manager) openHA(ctx context.Context) error {
+	h := m.cfg.HA
+	adv, err := advertiseURL(h.AdvertiseURL, m.cfg.Listen, m.tls != nil)
+	if err != nil {
+		return err
+	}
+	cli, err := ha.Dial(h)
+	if err != nil {
+		return err
+	}
+	st, err := m.openEtcdState(ctx, cli, h.KeyPrefix, h.EtcdEndpoints)
+	if err != nil {
+		cli.Close()
+		return err
+	}
+	m.ha = &haState{cli: cli, store: st, advertise: adv,
+		elector: ha.NewElector(cli, h.KeyPrefix, h.LeaseTTL, adv, m.log)}
+	m.store, m.hostKeys = etcdState{st}, etcdHostKeys{cli: cli, prefix: h.KeyPrefix}
+	m.log.Info("connected to etcd; standing by until this manager leads", "endpoints", h.EtcdEndpoints,
+		"key_prefix", h.KeyPrefix, "state_id", st.ID(), "advertise_url", adv, "lease_ttl", h.LeaseTTL)
+	return nil
+}
+
+// openEtcdState opens the state in etcd, one log line per failed attempt.
+func (m *Manager) openEtcdState(ctx context.Context, cli *clientv3.Client, prefix string, endpoints []string) (*ha.Store, error) {
+	wait := min(time.Second, m.opts.startRetryMax())
+	var sh *startupHealth
+	defer func() { sh.close() }()
+	for attempt := 1; ; attempt++ {
+		st, err := ha.OpenStore(ctx, cli, prefix)
+		if err == nil {
+			if attempt > 1 {
+				m.log.Info("etcd reachable after retrying", "attempts", attempt)
+			}
+			return st, nil
+		}
+		var corrupt *ha.CorruptError
+		if errors.As(err, &corrupt) || ctx.Err() != nil {
+			return nil, fmt.Errorf("ha: %w", err)
+		}
+		why := fmt.Sprintf("etcd at %v cannot be reached (attempt %d; next try in %v): %v", endpoints, attempt, wait, err)
+		m.log.Warn("etcd not reachable; retrying", "endpoints", endpoints, "attempt", attempt, "next_try_in", wait, "err", err)
+		if sh == nil {
+			sh = serveStartupHealth(m.cfg.Listen, m.tls, m.log)
+		}
+		sh.set(why)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stopped while waiting for etcd: %w", err)
+		}
+		wait = min(2*wait, m.opts.startRetryMax())
+	}
+}
+
+// advertiseURL is ha.advertise_url, or the URL of the listen address: a
+// wildcard host (":8765", "0.0.0.0:8765") is replaced by the host name,
+// which the other managers must resolve.
+func advertiseURL(configured, listen string, tls bool) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("ha: cannot derive advertise_url from listen %q: %w; set ha.advertise_url", listen, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if host, err = os.Hostname(); err != nil {
+			return "", fmt.Errorf("ha: listen %q names no host and the host name is unknown (%v); set ha.advertise_url", listen, err)
+		}
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}).String(), nil
+}
+
+// mayAct says whether this manager may act on the fleet now: always for a
+// single manager; under [ha] only while it leads, as etcd confirms with a
+// linearizable read before each provider call and job start. A paused
+// leader that resumes after its lease expired is refused here on its
+// first attempt, whatever its own timers believe.
+func (m *Manager) mayAct(ctx context.Context) error {
+	if m.ha == nil {
+		return nil
+	}
+	t := m.ha.term.Load()
+	if t == nil {
+		return errStandby
+	}
+	return t.Confirm(ctx)
+}
+
+// role is "leader" or "standby" under [ha], "" for a single manager.
+func (m *Manager) role() string {
+	switch {
+	case m.ha == nil:
+		return ""
+	case m.ha.leading.Load():
+		return string(ha.RoleLeader)
+	}
+	return string(ha.RoleStandby)
+}
+
+// campaign leads the fleet once per term won until ctx ends: take charge,
+// run the fleet and the job loops until the term or ctx ends, step down,
+// campaign again.
+func (m *Manager) campaign(ctx context.Context) {
+	err := m.ha.elector.Lead(ctx, func(_ context.Context, t *ha.Term) error {
+		m.runTerm(ctx, t)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		m.log.Error("campaign ended", "err", err)
+	}
+}
+
+// runTerm is one term: it fences the state with the term, takes charge of
+// the fleet and leads until the term or ctx ends.
+func (m *Manager) runTerm(ctx context.Context, t *ha.Term) {
+	h := m.ha
+	h.term.Store(t)
+	h.store.SetFence(t.Fence())
+	m.metrics.LeaderChanges.Inc()
+	defer func() {
+		h.leading.Store(false)
+		h.term.Store(nil)
+		h.store.SetFence(nil)
+		m.metrics.Leader.Set(0)
+	}()
+	start := time.Now()
+	if err := m.takeCharge(t.Context()); err != nil {
+		if t.Context().Err() == nil {
+			m.log.Error("cannot take charge of the fleet; resigning so that another manager can", "err", err)
+			select { // not at once: a provider that always fails must not make the managers spin
+			case <-time.After(m.cfg.HA.LeaseTTL):
+			case <-ctx.Done():
+			}
+		}
+		return
+	}
+	h.leading.Store(true)
+	m.metrics.Leader.Set(1)
+	m.log.Info("leading: the fleet, the provider and the job sources run here", "took_charge_in", time.Since(start).Round(time.Millisecond),
+		"instances", len(m.fleet.Instances()))
+	m.lead(ctx, t.Context())
+}
