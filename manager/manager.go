@@ -237,10 +237,12 @@ func (m *Manager) startProvider(ctx context.Context) error {
 		return err
 	}
 	m.hostImages, _ = m.prov.(provider.ImageCacher) // Meter's wrapper hides it
+	m.prov = m.metrics.Meter(m.prov)                // every provider call timed, by method
 	if m.ha != nil {
+		// Outside the meter: /metrics counts the calls that reached the
+		// provider, not those the gate refused.
 		m.prov = gate(m.prov, m.mayAct)
 	}
-	m.prov = m.metrics.Meter(m.prov) // every provider call timed, by method
 	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: m.providerDir(provName),
 		Private: privatePaths(m.cfg), Capacity: as.CapacityPerInstance})
 	if err != nil {
@@ -799,12 +801,14 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 
 	res := m.execute(ctx, spec, job, acq)
 	res.Instance = acq.Instance
-	if errors.Is(context.Cause(ctx), errLostLead) {
+	if errors.Is(context.Cause(ctx), errLostLead) || m.mayAct(context.WithoutCancel(ctx)) != nil {
 		// The term ended: the slot and the instance are the new leader's
-		// (a dead job to it), so this manager neither resets, releases
-		// nor parks anything. A job that ended by itself keeps its result.
-		if res.Failure != jobsource.FailureNone && res.Failure != jobsource.FailureScript {
-			res.ExitCode, res.Failure, res.Message = -1, jobsource.FailureSystem, errLostLead.Error()
+		// (a dead job to it, whose instance it resets), so this manager
+		// neither resets, releases nor parks anything. A job that
+		// succeeded keeps its result; any other end may be the reset's
+		// doing and says so.
+		if res.Failure != jobsource.FailureNone {
+			res.ExitCode, res.Failure, res.Message = -1, jobsource.FailureSystem, errLostLead.Error()+" (the job ended with: "+res.Message+")"
 		}
 		finish(res)
 		return

@@ -1,0 +1,353 @@
+package main
+
+// End-to-end tests of two `berth run` processes sharing one fleet through
+// etcd ([ha], docs/ha.md "Running two managers"): an embedded etcd in the
+// test process, the real binaries, real sandboxes. Both managers run on
+// this host with ONE local-provider state directory (ha.provider_state_dir):
+// the local provider serves only the machine it runs on, so that is the
+// only way two managers can share its instances; real HA runs the managers
+// on different hosts with a cloud or plugin provider.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/etcdtest"
+	"github.com/berth-ci/berth/internal/sandboxtest"
+	"github.com/berth-ci/berth/jobsource/queue"
+)
+
+// haLease is the tests' ha.lease_ttl: the shortest etcd grants.
+const haLease = 2 * time.Second
+
+// haFleet is an etcd cluster, a shared provider directory and the API
+// token every manager of the fleet shares.
+type haFleet struct {
+	t      *testing.T
+	etcd   *etcdtest.Cluster
+	shared string // ha.provider_state_dir
+	token  []byte // the first manager's token file, copied to the others
+	toml   string // [autoscaler] of every manager
+}
+
+func newHAFleet(t *testing.T, autoscaler string) *haFleet {
+	f := &haFleet{t: t, etcd: etcdtest.Start(t, 1), shared: t.TempDir(), toml: autoscaler}
+	// Registered before any manager, so it runs after they stopped.
+	t.Cleanup(func() { removeSandboxes(t, f.shared) })
+	return f
+}
+
+// manager starts one `berth run` of the fleet and waits for its /healthz.
+func (f *haFleet) manager() *daemon {
+	t := f.t
+	t.Helper()
+	d := &daemon{t: t, dir: t.TempDir(), listen: freeAddr(t)}
+	state := filepath.Join(d.dir, "state")
+	if f.token != nil {
+		os.MkdirAll(state, 0o700)
+		if err := os.WriteFile(api.TokenPath(state), f.token, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eps, _ := json.Marshal(f.etcd.Endpoints)
+	cfg := fmt.Sprintf("listen = %q\nstate_dir = %q\n%s\n[ha]\netcd_endpoints = %s\nlease_ttl = %q\nkey_prefix = \"/e2e/\"\nprovider_state_dir = %q\n",
+		d.listen, state, f.toml, eps, haLease.String(), f.shared)
+	if err := os.WriteFile(filepath.Join(d.dir, "berth.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			t.Logf("berth %s log:\n%s", d.listen, d.log)
+		}
+	})
+	d.start()
+	if f.token == nil {
+		f.token, _ = os.ReadFile(api.TokenPath(state))
+	}
+	return d
+}
+
+// haHealth is what the tests read of /healthz.
+type haHealth struct {
+	Status string `json:"status"`
+	Role   string `json:"role"`
+	Leader string `json:"leader"`
+}
+
+func (d *daemon) haHealth() haHealth {
+	var h haHealth
+	resp, err := healthClient.Get("http://" + d.listen + "/healthz")
+	if err != nil {
+		return h
+	}
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(&h)
+	return h
+}
+
+func (d *daemon) waitRole(timeout time.Duration, role string) {
+	d.t.Helper()
+	waitFor(d.t, timeout, fmt.Sprintf("berth %s to be %s", d.listen, role), func() bool { return d.haHealth().Role == role })
+}
+
+// watchInstances samples the number of instances in the shared provider
+// directory until the test ends and returns the largest number seen and
+// every instance ever seen.
+func (f *haFleet) watchInstances() (peak *atomic.Int64, seen func() map[string]bool) {
+	peak = &atomic.Int64{}
+	var mu sync.Mutex
+	all := map[string]bool{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			entries, _ := os.ReadDir(filepath.Join(f.shared, "local", "instances"))
+			n := int64(0)
+			mu.Lock()
+			for _, e := range entries {
+				if !strings.HasPrefix(e.Name(), ".") {
+					n++
+					all[e.Name()] = true
+				}
+			}
+			mu.Unlock()
+			if n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	f.t.Cleanup(func() { close(stop); <-done })
+	return peak, func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]bool{}
+		for k := range all {
+			out[k] = true
+		}
+		return out
+	}
+}
+
+// submitRetrying submits through d until it is accepted: during a takeover
+// a standby answers 503 until a leader is known.
+func (d *daemon) submitRetrying(timeout time.Duration, args ...string) string {
+	d.t.Helper()
+	var id string
+	waitFor(d.t, timeout, "a submit to be accepted", func() bool {
+		out, _, code := d.berth(append([]string{"submit"}, args...)...)
+		id = strings.TrimSpace(out)
+		return code == 0 && id != ""
+	})
+	return id
+}
+
+// jobsOf reads jobs from a stopped manager's own queue file.
+func jobsOf(t *testing.T, d *daemon, ids ...string) []api.Job {
+	t.Helper()
+	d.stop()
+	q, err := queue.Open(filepath.Join(d.dir, "state", "queue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var jobs []api.Job
+	for _, id := range ids {
+		j, err := q.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// noJobProcessLeft waits until no sandbox process runs cmd.
+func (f *haFleet) noJobProcessLeft(timeout time.Duration, cmd string) {
+	f.t.Helper()
+	waitFor(f.t, timeout, fmt.Sprintf("no sandbox process running %q", cmd), func() bool {
+		for pid := range sandboxtest.Processes(f.shared) {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmd) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+const haAutoscaler = `
+[autoscaler]
+max_instances = 3
+[[autoscaler.policy]]
+idle_count = 0
+preemptive_mode = false
+`
+
+// kill -9 of the leader with jobs running: the standby takes over within
+// lease_ttl + 10 s and serves new jobs; the dead leader's jobs end with a
+// reason (its queue marks them at its next start; their instances are
+// reset by the new leader); the fleet never exceeds max_instances and no
+// instance is made twice; nothing is left behind.
+func TestHAKill9LeaderStandbyTakesOver(t *testing.T) {
+	f := newHAFleet(t, haAutoscaler)
+	peak, seen := f.watchInstances()
+	a := f.manager()
+	a.waitRole(30*time.Second, "leader")
+	b := f.manager()
+	b.waitRole(30*time.Second, "standby")
+
+	// Submitted through the standby: it forwards to the leader.
+	var running []string
+	for range 2 {
+		running = append(running, b.submit("--", "echo started; sleep 301"))
+	}
+	waitFor(t, 2*time.Minute, "2 jobs to run on the leader", func() bool {
+		for _, id := range running {
+			if a.job(id).State != api.JobRunning {
+				return false
+			}
+		}
+		return true
+	})
+	before := seen()
+	a.kill9()
+	killed := time.Now()
+
+	id := b.submitRetrying(haLease+10*time.Second, "--", "echo after failover")
+	waitFor(t, haLease+10*time.Second, "the new leader to start a job", func() bool {
+		st := b.job(id).State
+		return st == api.JobRunning || st == api.JobSuccess
+	})
+	took := time.Since(killed)
+	t.Logf("kill -9 of the leader → the standby started a new job after %v", took.Round(10*time.Millisecond))
+	if j := b.waitJobs(time.Minute, id)[0]; j.State != api.JobSuccess {
+		t.Errorf("job after failover: %s (%s)", j.State, j.Reason)
+	}
+	if h := b.haHealth(); h.Role != "leader" {
+		t.Errorf("new leader's /healthz role = %q", h.Role)
+	}
+	// The dead leader's jobs were killed by the resets of their instances.
+	f.noJobProcessLeft(30*time.Second, "sleep 301")
+	known := map[string]bool{}
+	for _, in := range b.instances() {
+		known[in.ID] = true
+	}
+	for id := range before {
+		if !known[id] {
+			t.Errorf("instance %s of the old leader is unknown to the new one", id)
+		}
+	}
+	for pid, id := range sandboxtest.Processes(f.shared) {
+		if !known[id] {
+			t.Errorf("sandbox process %d of %s is orphaned", pid, id)
+		}
+	}
+	if p := peak.Load(); p > 3 {
+		t.Errorf("%d instances at once, above max_instances = 3", p)
+	}
+	if n := len(seen()); n > 3 {
+		t.Errorf("%d instances were made for 3 jobs: some demand was served twice", n)
+	}
+	// The old leader restarts as a standby; its queue ends the jobs that
+	// died with it, with the reason.
+	a.start()
+	a.waitRole(30*time.Second, "standby")
+	for _, j := range jobsOf(t, a, running...) {
+		if j.State != api.JobFailed || j.Reason != queue.RestartReason {
+			t.Errorf("job %s of the killed leader: %s %q, want failed %q", j.ID, j.State, j.Reason, queue.RestartReason)
+		}
+	}
+}
+
+// providerCalls sums berth_provider_call_duration_seconds_count by method
+// from d's /metrics.
+func (d *daemon) providerCalls() map[string]int {
+	resp, err := http.Get("http://" + d.listen + "/metrics")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	re := regexp.MustCompile(`^berth_provider_call_duration_seconds_count\{method="([a-z_]+)"\} (\d+)`)
+	calls := map[string]int{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			calls[m[1]], _ = strconv.Atoi(m[2])
+		}
+	}
+	return calls
+}
+
+// A leader paused (SIGSTOP) for longer than its lease loses the fleet to
+// the standby; once it resumes it acts on nothing (no provider call that
+// changes an instance or connects to one, no job start) and stands by.
+func TestHASigstoppedLeaderDoesNotActAfterResume(t *testing.T) {
+	f := newHAFleet(t, `
+[autoscaler]
+max_instances = 1
+[[autoscaler.policy]]
+idle_count = 0
+preemptive_mode = false
+`)
+	a := f.manager()
+	a.waitRole(30*time.Second, "leader")
+	b := f.manager()
+	b.waitRole(30*time.Second, "standby")
+	first := a.submit("--", "echo started; sleep 302")
+	waitFor(t, 2*time.Minute, "the first job to run", func() bool { return a.job(first).State == api.JobRunning })
+	// The only instance is taken: this one waits in the leader's queue.
+	waiting := a.submit("--", "echo must not start")
+	time.Sleep(500 * time.Millisecond)
+	callsBefore := a.providerCalls()
+
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	b.waitRole(haLease+10*time.Second, "leader")
+	f.noJobProcessLeft(30*time.Second, "sleep 302") // the new leader reset the dead job's instance
+	time.Sleep(3 * time.Second)                     // paused for well over the lease
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	a.waitRole(10*time.Second, "standby")
+	time.Sleep(3 * time.Second) // time for any stale action to show
+
+	after := a.providerCalls()
+	for _, method := range []string{"increase", "decrease", "recycle", "connect_info", "suspend", "resume"} {
+		if after[method] != callsBefore[method] {
+			t.Errorf("the resumed old leader called the provider's %s %d times", method, after[method]-callsBefore[method])
+		}
+	}
+	// One listing may have been in flight, or started between reading the
+	// metrics and the SIGSTOP; a stale leader that kept listing would show
+	// one every 2 s.
+	if n := after["update"] - callsBefore["update"]; n > 1 {
+		t.Errorf("the resumed old leader listed the provider %d times", n)
+	}
+	if !strings.Contains(a.log.String(), "lost leadership") {
+		t.Errorf("the old leader never logged that it lost leadership")
+	}
+	jobs := jobsOf(t, a, first, waiting)
+	if jobs[1].State != api.JobQueued {
+		t.Errorf("the job waiting on the paused leader is %s; it must not start there", jobs[1].State)
+	}
+	if jobs[0].State == api.JobRunning || jobs[0].State == api.JobQueued || jobs[0].Reason == "" {
+		t.Errorf("the paused leader's running job: %s %q, want ended with a reason", jobs[0].State, jobs[0].Reason)
+	}
+}
