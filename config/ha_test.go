@@ -54,6 +54,8 @@ func TestBadHATables(t *testing.T) {
 		{"cert without key", ha + ep + "cert_file = \"ha/ca.pem\"\n", "ha.cert_file", 3, "go together"},
 		{"unreadable ca", ha + "etcd_endpoints = [\"https://a:2379\"]\nca_file = \"ha/none.pem\"\n", "ha.ca_file", 3, "cannot be read"},
 		{"user without password", ha + ep + "username = \"berth\"\n", "ha.username", 0, "go together"},
+		{"advertise_url without scheme", ha + ep + "advertise_url = \"10.0.0.5:8765\"\n", "ha.advertise_url", 3, "URL the other managers reach"},
+		{"advertise_url with a path", ha + ep + "advertise_url = \"http://10.0.0.5:8765/api\"\n", "ha.advertise_url", 3, "no path"},
 		{"typo", ha + ep + "lease_tll = \"10s\"\n", "ha.lease_tll", 3, `did you mean "lease_ttl"`},
 	}
 	for _, tt := range tests {
@@ -73,6 +75,18 @@ func TestBadHATables(t *testing.T) {
 			}
 			t.Errorf("want an issue for %q (line %s) containing %q; got:\n%v", tt.key, strconv.Itoa(tt.line), tt.msg, err)
 		})
+	}
+}
+
+// advertise_url is kept as written; provider_state_dir is resolved
+// against the config file's directory like every other path.
+func TestHAAdvertiseURLAndProviderDir(t *testing.T) {
+	c, err := Parse([]byte("[ha]\netcd_endpoints = [\"http://127.0.0.1:2379\"]\nadvertise_url = \"https://berth-1.example:8765\"\nprovider_state_dir = \"shared/provider\"\n"), "testdata/berth.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HA.AdvertiseURL != "https://berth-1.example:8765" || !filepath.IsAbs(c.HA.ProviderStateDir) || !strings.HasSuffix(c.HA.ProviderStateDir, "testdata/shared/provider") {
+		t.Fatalf("HA = %+v", c.HA)
 	}
 }
 

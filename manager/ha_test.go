@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,4 +205,72 @@ func revokeLeader(t *testing.T, cli *clientv3.Client, prefix string) {
 	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// etcd unreachable at start: New retries, one log line per attempt, while
+// /healthz answers 503 saying that etcd cannot be reached; it gives up
+// only when told to stop.
+func TestEtcdUnreachableAtStartIsRetried(t *testing.T) {
+	free := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	addr, etcdAddr := free(), free() // nothing listens on etcdAddr
+	dir := t.TempDir()
+	toml := fmt.Sprintf("listen = %q\nstate_dir = %q\n[autoscaler]\nprovider = \"counting-sim\"\n[ha]\netcd_endpoints = [\"http://%s\"]\nlease_ttl = \"2s\"\n",
+		addr, filepath.Join(dir, "state"), etcdAddr)
+	cfg, err := config.Parse([]byte(toml), filepath.Join(dir, "berth.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged syncLog
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := New(ctx, cfg, slog.New(slog.NewTextHandler(&logged, nil)), Options{StartRetryMax: 300 * time.Millisecond})
+		done <- err
+	}()
+	var why string
+	deadline := time.Now().Add(30 * time.Second)
+	for why == "" && time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			var h health
+			json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable && len(h.Problems) == 1 {
+				why = h.Problems[0]
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(why, "etcd at [http://"+etcdAddr+"] cannot be reached") {
+		t.Errorf("/healthz while etcd is down said %q", why)
+	}
+	cancel()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "stopped while waiting for etcd") {
+		t.Errorf("New after the stop: %v", err)
+	}
+	if n := strings.Count(logged.String(), "etcd not reachable; retrying"); n < 1 {
+		t.Errorf("%d log lines about the retries", n)
+	}
+}
+
+// syncLog is a log sink safe for concurrent writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
