@@ -177,6 +177,22 @@ func TestStandbyMakesNoProviderCall(t *testing.T) {
 	if _, err := c.Instances(context.Background()); err != nil {
 		t.Fatalf("GET /api/v1/instances on the standby: %v", err)
 	}
+	// And the console: its sign-in page comes from the leader.
+	resp, err := http.Get("http://" + b.addr + "/ui/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /ui/login on the standby: %s", resp.Status)
+	}
+	// /metrics describes the manager asked.
+	if m := metricsText(t, b.addr); !strings.Contains(m, "berth_leader 0") || !strings.Contains(m, "berth_leadership_changes_total 0") {
+		t.Errorf("the standby's /metrics does not say it stands by and never led")
+	}
+	if m := metricsText(t, a.addr); !strings.Contains(m, "berth_leader 1") || !strings.Contains(m, "berth_leadership_changes_total 1") {
+		t.Errorf("the leader's /metrics does not say it leads, after one term")
+	}
 
 	// The leader's lease is revoked (as etcd does when it expires): it
 	// stops calling its provider, and the standby takes over.
@@ -191,6 +207,17 @@ func TestStandbyMakesNoProviderCall(t *testing.T) {
 	if made := groupsMade()[before:]; len(made) != 2 || made[1].calls.Load() == 0 {
 		t.Errorf("the new leader made no provider or never called it (%d providers)", len(made))
 	}
+}
+
+func metricsText(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }
 
 // revokeLeader revokes the lease of the leading manager's election key.

@@ -635,14 +635,7 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 				return
 			}
 		}
-		if err := m.mayAct(ctx); err != nil {
-			// Under [ha] etcd confirms the term before a job is taken: a
-			// resumed paused leader takes none (stepDown follows).
-			m.log.Warn("not taking a job: this manager may not act on the fleet", "err", err)
-			select {
-			case <-time.After(idle):
-			case <-ctx.Done():
-			}
+		if !m.mayTakeJob(ctx, idle) {
 			continue
 		}
 		var srcChanged <-chan struct{}
@@ -697,6 +690,23 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 		m.reportQueued(src)
 		m.startJob(jobCtx, key, job)
 	}
+}
+
+// mayTakeJob says whether the job loop may take a job now. Under [ha]
+// etcd confirms the term first: a leader resumed after a pause longer than
+// its lease takes none (its term ends, stepDown follows). A refusal waits
+// idle before it returns.
+func (m *Manager) mayTakeJob(ctx context.Context, idle time.Duration) bool {
+	err := m.mayAct(ctx)
+	if err == nil {
+		return true
+	}
+	m.log.Warn("not taking a job: this manager may not act on the fleet", "err", err)
+	select {
+	case <-time.After(idle):
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // takeResumeJob starts the oldest queued job that resumes an environment no
