@@ -187,5 +187,5 @@ func (m *Manager) runTerm(ctx context.Context, t *ha.Term) {
 	m.metrics.Leader.Set(1)
 	m.log.Info("leading: the fleet, the provider and the job sources run here", "took_charge_in", time.Since(start).Round(time.Millisecond),
 		"instances", len(m.fleet.Instances()))
-	m.lead(ctx, t.Context())
+	m.lead(ctx, t)
 }

@@ -118,7 +118,7 @@ func (m *Manager) serveHealth(w http.ResponseWriter, r *http.Request) {
 		if r != nil {
 			ctx = r.Context()
 		}
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, time.Second) // below monitors' timeouts
 		defer cancel()
 		leader, err := m.ha.elector.Leader(ctx)
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/berth-ci/berth/console"
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/fleet"
+	"github.com/berth-ci/berth/ha"
 	"github.com/berth-ci/berth/jobsource"
 	"github.com/berth-ci/berth/jobsource/gitlab"
 	"github.com/berth-ci/berth/jobsource/queue"
@@ -112,6 +113,10 @@ type Manager struct {
 	reconciled bool
 	// serving is set once Run serves the API on the listen address.
 	serving bool
+	// jobCtx is the context of every job, canceled at the end of the
+	// shutdown grace period (cancelJobs).
+	jobCtx     context.Context
+	cancelJobs context.CancelFunc
 }
 
 // New opens the state, initialises the provider and the job sources, and
@@ -445,10 +450,15 @@ func (m *Manager) Run(ctx context.Context) error {
 	pruneDone := make(chan struct{})
 	go func() { m.prune(ctx); close(pruneDone) }()
 
+	// Jobs run on their own context, so a stop signal does not kill them
+	// at once; under [ha] they outlive the term they were taken in.
+	m.jobCtx, m.cancelJobs = context.WithCancel(context.WithoutCancel(ctx))
+	defer m.cancelJobs()
 	if m.ha != nil {
 		m.campaign(ctx)
+		m.waitJobs(m.cancelJobs) // those of terms that ended
 	} else {
-		m.lead(ctx, context.Background())
+		m.lead(ctx, nil)
 	}
 	<-backupDone
 	<-pruneDone
@@ -461,14 +471,15 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// errLostLead ends the jobs of a manager whose term ended.
-var errLostLead = errors.New("this berth manager lost its leadership of the fleet while the job ran (see its log); " +
-	"the job was stopped, and its instance is left to the new leader, which resets or deletes it; run the job again")
-
 // lead runs the fleet and the job loops until ctx ends (a stop: graceful,
-// as before [ha]) or termCtx does (leadership lost: everything stops at
-// once, without any provider call).
-func (m *Manager) lead(ctx, termCtx context.Context) {
+// as before [ha]) or the term t does (leadership lost: the loops and the
+// fleet stop at once, without any provider call). t is nil for a single
+// manager.
+func (m *Manager) lead(ctx context.Context, t *ha.Term) {
+	l := &leadership{ctx: context.Background(), fleet: m.fleet, term: t}
+	if t != nil {
+		l.ctx = t.Context()
+	}
 	f := m.fleet
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	fleetDone := make(chan struct{})
@@ -476,11 +487,9 @@ func (m *Manager) lead(ctx, termCtx context.Context) {
 	go m.kickOnRestart(fleetCtx, f)
 	go m.sampleMetrics(fleetCtx, f)
 
-	// Jobs run on their own context, so a stop signal does not kill them
-	// at once; the end of the term does.
-	jobCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	loopCtx, stopLoops := context.WithCancel(ctx)
-	defer context.AfterFunc(termCtx, func() { stopLoops(); cancelJobs(errLostLead) })()
+	defer context.AfterFunc(l.ctx, stopLoops)()
+	jobCtx := withLeadership(m.jobCtx, l)
 	var loops sync.WaitGroup
 	for _, s := range m.sources {
 		// One loop per allowed request in flight: each holds one booking.
@@ -492,10 +501,10 @@ func (m *Manager) lead(ctx, termCtx context.Context) {
 
 	select {
 	case <-ctx.Done():
-	case <-termCtx.Done():
+	case <-l.ctx.Done():
 	}
-	if termCtx.Err() != nil {
-		m.stepDown(context.Cause(termCtx), stopFleet, &loops, fleetDone)
+	if l.ctx.Err() != nil {
+		m.stepDown(context.Cause(l.ctx), stopFleet, &loops, fleetDone)
 		return
 	}
 	// Instances that vanish from now on are not replaced, nor is the idle
@@ -504,9 +513,8 @@ func (m *Manager) lead(ctx, termCtx context.Context) {
 	m.log.Info("stopping: taking no new jobs and starting no instances; running jobs may finish, "+
 		"send the signal again to cancel them now", "grace", m.opts.ShutdownGrace)
 	loops.Wait()
-	m.waitJobs(func() { cancelJobs(context.Canceled) })
-	cancelJobs(nil)
-	if m.cfg.Autoscaler.DeleteInstancesOnShutdown && termCtx.Err() == nil {
+	m.waitJobs(m.cancelJobs)
+	if m.cfg.Autoscaler.DeleteInstancesOnShutdown && l.ctx.Err() == nil {
 		m.log.Info("deleting idle instances on shutdown")
 		shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		f.DeleteIdle(shutCtx)
@@ -516,19 +524,20 @@ func (m *Manager) lead(ctx, termCtx context.Context) {
 	<-fleetDone
 }
 
-// stepDown ends a term: the job loops and the fleet stop at once, running
-// jobs are canceled (errLostLead) and report that, and no provider call is
-// made (no deletes, no resets: the gate refuses them, the instances are
-// the new leader's).
+// stepDown ends a term: the job loops and the fleet stop at once and no
+// provider call is made (no deletes, no scale-in, no resets: the gate
+// refuses them; the instances are the new leader's). Running jobs go on:
+// they end by themselves, or when the new leader resets their instances
+// (they then say why, see settle); a stop of berth gives them the grace
+// period, as always.
 func (m *Manager) stepDown(cause error, stopFleet context.CancelFunc, loops *sync.WaitGroup, fleetDone <-chan struct{}) {
 	if m.ha != nil {
 		m.ha.leading.Store(false)
 	}
-	m.log.Warn("lost leadership: stopping the job loops, the fleet and the running jobs now, without any provider call; "+
-		"the instances are left to the new leader", "cause", cause)
+	m.log.Warn("lost leadership: stopping the job loops and the fleet now, without any provider call; "+
+		"running jobs go on until they end or the new leader resets their instances", "cause", cause)
 	stopFleet()
 	loops.Wait()
-	m.jobs.Wait()
 	<-fleetDone
 	m.live.Store(nil)
 	m.log.Info("stepped down: standing by")
@@ -769,8 +778,11 @@ type envState struct {
 }
 
 // runJob acquires the booked slot, runs the job and gives the slot back (or
-// parks the environment).
+// parks the environment). The job belongs to the leadership it was taken
+// under (ctx carries it): a term that ends stops its acquisition but not
+// its run (see settle).
 func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
+	l := leadershipOf(ctx, m)
 	spec := job.Spec()
 	log := m.log.With("job", job.ID(), "key", key)
 	finish := func(r jobsource.Result) {
@@ -779,27 +791,15 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 		m.finishJob(ctx, log, job, r)
 		log.Info("job finished", "instance", r.Instance, "exit_code", r.ExitCode, "failure", r.Failure, "message", r.Message)
 	}
-
-	acqCtx, cancelAcq := context.WithTimeout(ctx, m.cfg.Autoscaler.InstanceAcquireTimeout)
-	var acq fleet.Acquisition
-	var err error
-	if spec.ResumeKey != "" {
-		// The environment's own slot is the booking; a job taken by
-		// takeResumeJob holds none, and Unreserve then has nothing to do.
-		_ = m.fleet.Unreserve(key)
-		if err = m.checkEnvKey(spec.ResumeKey); err == nil {
-			acq, err = m.fleet.Resume(acqCtx, spec.ResumeKey, key)
-		}
-	} else {
-		acq, err = m.fleet.Acquire(acqCtx, key)
-	}
-	cancelAcq()
+	acq, err := m.acquire(ctx, l, key, spec)
 	if err != nil {
-		if acq.Instance != "" {
-			_ = m.fleet.Release(key)
+		msg := "berth could not provide an instance: " + err.Error()
+		if l.ended(ctx) {
+			msg = errLostLeadFirst
+		} else if acq.Instance != "" {
+			_ = l.fleet.Release(key)
 		}
-		finish(jobsource.Result{ExitCode: -1, Failure: jobsource.FailureSystem, Instance: acq.Instance,
-			Message: "berth could not provide an instance: " + err.Error()})
+		finish(jobsource.Result{ExitCode: -1, Failure: jobsource.FailureSystem, Instance: acq.Instance, Message: msg})
 		return
 	}
 	job.Started(acq.Instance)
@@ -811,36 +811,58 @@ func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 
 	res := m.execute(ctx, spec, job, acq)
 	res.Instance = acq.Instance
-	if errors.Is(context.Cause(ctx), errLostLead) || m.mayAct(context.WithoutCancel(ctx)) != nil {
-		// The term ended: the slot and the instance are the new leader's
-		// (a dead job to it, whose instance it resets), so this manager
-		// neither resets, releases nor parks anything. A job that
-		// succeeded keeps its result; any other end may be the reset's
-		// doing and says so.
+	finish(m.settle(ctx, l, log, key, spec, job, acq, res))
+}
+
+// acquire binds the booked slot (or the parked environment) to the job.
+// It gives up when the leadership ends: the fleet it waits on stopped.
+func (m *Manager) acquire(ctx context.Context, l *leadership, key string, spec jobsource.Spec) (fleet.Acquisition, error) {
+	acqCtx, cancel := context.WithTimeout(ctx, m.cfg.Autoscaler.InstanceAcquireTimeout)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+	if spec.ResumeKey == "" {
+		return l.fleet.Acquire(acqCtx, key)
+	}
+	// The environment's own slot is the booking; a job taken by
+	// takeResumeJob holds none, and Unreserve then has nothing to do.
+	_ = l.fleet.Unreserve(key)
+	if err := m.checkEnvKey(spec.ResumeKey); err != nil {
+		return fleet.Acquisition{}, err
+	}
+	return l.fleet.Resume(acqCtx, spec.ResumeKey, key)
+}
+
+// settle gives the job's slot back after it ran: it resets the instance
+// and releases the slot, or parks the environment. When the leadership the
+// job was taken under has ended, the slot and the instance are the new
+// leader's (a dead job to it, whose instance it resets): nothing is reset,
+// released or parked, a job that succeeded keeps its result, and any
+// other end may be the new leader's reset and says so.
+func (m *Manager) settle(ctx context.Context, l *leadership, log *slog.Logger, key string, spec jobsource.Spec, job jobsource.Job, acq fleet.Acquisition, res jobsource.Result) jobsource.Result {
+	if l.ended(ctx) {
 		if res.Failure != jobsource.FailureNone {
 			res.ExitCode, res.Failure, res.Message = -1, jobsource.FailureSystem, errLostLead.Error()+" (the job ended with: "+res.Message+")"
 		}
-		finish(res)
-		return
+		return res
 	}
 	lost := acq.LostReason() != ""
-	if spec.Suspend && !lost && res.Failure != jobsource.FailureSystem {
-		envKey := spec.ResumeKey
-		if envKey == "" {
-			envKey = newKey(m.store.ID() + "-")
-		}
-		state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC(), Source: m.sourceName(job),
-			ExitCode: res.ExitCode, Failure: string(res.Failure), Message: res.Message})
-		if err := m.fleet.Suspend(key, envKey, state); err != nil {
-			fmt.Fprintf(job.Log(), "\nberth: could not park the environment: %v\n", err)
-			m.recycleAndRelease(ctx, log, key, acq.Instance)
-		} else {
-			res.EnvKey = envKey
-		}
-	} else {
-		m.recycleAndRelease(ctx, log, key, acq.Instance)
+	if !spec.Suspend || lost || res.Failure == jobsource.FailureSystem {
+		m.recycleAndRelease(ctx, l.fleet, log, key, acq.Instance)
+		return res
 	}
-	finish(res)
+	envKey := spec.ResumeKey
+	if envKey == "" {
+		envKey = newKey(m.store.ID() + "-")
+	}
+	state, _ := json.Marshal(envState{Job: job.ID(), ParkedAt: time.Now().UTC(), Source: m.sourceName(job),
+		ExitCode: res.ExitCode, Failure: string(res.Failure), Message: res.Message})
+	if err := l.fleet.Suspend(key, envKey, state); err != nil {
+		fmt.Fprintf(job.Log(), "\nberth: could not park the environment: %v\n", err)
+		m.recycleAndRelease(ctx, l.fleet, log, key, acq.Instance)
+	} else {
+		res.EnvKey = envKey
+	}
+	return res
 }
 
 // finishJob reports the job's result. A result the built-in queue could not
@@ -880,16 +902,16 @@ func (m *Manager) finishJob(jobCtx context.Context, log *slog.Logger, job jobsou
 // instance to another job: it is deleted instead, whatever the provider did
 // (issue 19). The slot stays held until then, so no job is booked there in
 // between.
-func (m *Manager) recycleAndRelease(ctx context.Context, log *slog.Logger, key, id string) {
+func (m *Manager) recycleAndRelease(ctx context.Context, f *fleet.Fleet, log *slog.Logger, key, id string) {
 	if err := m.recycle(ctx, log, id); err != nil {
 		why := "reset between jobs failed: " + err.Error()
 		log.Error("instance reset failed; deleting the instance so no other job sees what this job left", "instance", id, "err", err)
-		if derr := m.fleet.Discard(key, why); derr != nil {
+		if derr := f.Discard(key, why); derr != nil {
 			log.Error("discard instance after a failed reset", "instance", id, "err", derr)
 		}
 		return
 	}
-	_ = m.fleet.Release(key)
+	_ = f.Release(key)
 }
 
 // recycle asks the provider to wipe what the job left on its instance before

@@ -348,8 +348,39 @@ preemptive_mode = false
 	if jobs[1].State != api.JobQueued {
 		t.Errorf("the job waiting on the paused leader is %s; it must not start there", jobs[1].State)
 	}
-	if jobs[0].State == api.JobRunning || jobs[0].State == api.JobQueued || jobs[0].Reason == "" {
-		t.Errorf("the paused leader's running job: %s %q, want ended with a reason", jobs[0].State, jobs[0].Reason)
+	if jobs[0].State != api.JobFailed || !strings.Contains(jobs[0].Reason, "lost its leadership") {
+		t.Errorf("the paused leader's running job: %s %q, want failed saying its manager lost its leadership", jobs[0].State, jobs[0].Reason)
+	}
+}
+
+// etcd lost while leading: the leader stops acting within the lease (no
+// provider call, no job taken) and stands by, while the job it runs goes
+// on: nobody leads, so nobody resets its instance, and it succeeds.
+func TestHAEtcdLostWhileLeading(t *testing.T) {
+	f := newHAFleet(t, haAutoscaler)
+	a := f.manager()
+	a.waitRole(30*time.Second, "leader")
+	running := a.submit("--", "sleep 8; echo done")
+	waitFor(t, 2*time.Minute, "the job to run", func() bool { return a.job(running).State == api.JobRunning })
+	callsBefore := a.providerCalls()
+
+	// An embedded member that stops keeps serving the streams already
+	// open (the lease keepalives) for up to 7 s: the lease runs out after that.
+	f.etcd.StopMember(0)
+	a.waitRole(haLease+15*time.Second, "standby")
+	time.Sleep(2 * time.Second)
+	if h := a.haHealth(); h.Status == "ok" {
+		t.Errorf("/healthz of a manager cut off from etcd says ok")
+	}
+	after := a.providerCalls()
+	for _, method := range []string{"increase", "decrease", "recycle", "connect_info"} {
+		if after[method] != callsBefore[method] {
+			t.Errorf("the manager cut off from etcd called the provider's %s %d times", method, after[method]-callsBefore[method])
+		}
+	}
+	f.noJobProcessLeft(30*time.Second, "sleep 8")
+	if j := jobsOf(t, a, running)[0]; j.State != api.JobSuccess {
+		t.Errorf("the job running when etcd went away: %s %q, want success", j.State, j.Reason)
 	}
 }
 
