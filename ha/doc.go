@@ -16,6 +16,7 @@
 //	<prefix>state/reservations/<key> one scaler.ReservationRecord, JSON
 //	<prefix>state/environments/<key> one scaler.EnvRecord, JSON
 //	<prefix>election/<lease>         the managers' candidacies
+//	<prefix>hostkeys/<group>/<id>    host keys a provider plugin could not report (manager)
 //
 // # Fencing
 //
