@@ -301,3 +301,26 @@ func (s *syncLog) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Host keys a plugin could not report live in etcd, so the next leader
+// trusts what the first one saw.
+func TestHostKeysLiveInEtcd(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	a := etcdHostKeys{cli: etcd.Client(t), prefix: "/hk/"}
+	b := etcdHostKeys{cli: etcd.Client(t), prefix: "/hk/"} // another manager
+	if k, err := b.HostKey("g", "i-1"); err != nil || k != "" {
+		t.Fatalf("unknown key: %q, %v", k, err)
+	}
+	if err := a.PutHostKey("g", "i-1", "ssh-ed25519 AAAA"); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := b.HostKey("g", "i-1"); err != nil || k != "ssh-ed25519 AAAA" {
+		t.Fatalf("the other manager reads %q, %v", k, err)
+	}
+	if err := b.ForgetHostKey("g", "i-1"); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := a.HostKey("g", "i-1"); k != "" {
+		t.Fatalf("forgotten key still read: %q", k)
+	}
+}
