@@ -153,3 +153,24 @@ func TestTermsNeverOverlap(t *testing.T) {
 		t.Fatalf("state after three terms: %+v, want one instance from each leader", got.Instances)
 	}
 }
+
+// Confirm asks etcd itself: once the election key is gone (here deleted by
+// hand; as after a lease expiry this manager has not noticed yet) it
+// refuses with ErrFenced and ends the term, although the session lives.
+func TestConfirmSeesTheKeyGoneBeforeTheSessionDoes(t *testing.T) {
+	a := newManager(t, newPrefix(t), "a")
+	a.lead(t)
+	if err := a.term.Confirm(testCtx(t)); err != nil {
+		t.Fatalf("Confirm while leading: %v", err)
+	}
+	if _, err := a.cli.Delete(testCtx(t), a.term.Fence().Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.term.Confirm(testCtx(t)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Confirm after the key went: %v, want ErrFenced", err)
+	}
+	waitDone(t, a.term)
+	if c := context.Cause(a.term.Context()); !errors.Is(c, ErrLeaseLost) {
+		t.Errorf("term ended with %v, want ErrLeaseLost", c)
+	}
+}
