@@ -44,8 +44,9 @@ type haFleet struct {
 	toml   string // [autoscaler] of every manager
 }
 
-func newHAFleet(t *testing.T, autoscaler string) *haFleet {
-	f := &haFleet{t: t, etcd: etcdtest.Start(t, 1), shared: t.TempDir(), toml: autoscaler}
+// newHAFleet starts an embedded etcd of members (1 or 3) for the fleet.
+func newHAFleet(t *testing.T, members int, autoscaler string) *haFleet {
+	f := &haFleet{t: t, etcd: etcdtest.Start(t, members), shared: t.TempDir(), toml: autoscaler}
 	// Registered before any manager, so it runs after they stopped.
 	t.Cleanup(func() { removeSandboxes(t, f.shared) })
 	return f
@@ -205,12 +206,12 @@ preemptive_mode = false
 `
 
 // kill -9 of the leader with jobs running: the standby takes over within
-// lease_ttl + 10 s and serves new jobs; the dead leader's jobs end with a
+// lease_ttl + 10 s and serves new jobs (etcd: 3 members); the dead leader's jobs end with a
 // reason (its queue marks them at its next start; their instances are
 // reset by the new leader); the fleet never exceeds max_instances and no
 // instance is made twice; nothing is left behind.
 func TestHAKill9LeaderStandbyTakesOver(t *testing.T) {
-	f := newHAFleet(t, haAutoscaler)
+	f := newHAFleet(t, 3, haAutoscaler)
 	peak, seen := f.watchInstances()
 	a := f.manager()
 	a.waitRole(30*time.Second, "leader")
@@ -299,11 +300,11 @@ func (d *daemon) providerCalls() map[string]int {
 	return calls
 }
 
-// A leader paused (SIGSTOP) for longer than its lease loses the fleet to
+// A leader paused (SIGSTOP) for 30 s, far longer than its lease, loses the fleet to
 // the standby; once it resumes it acts on nothing (no provider call that
 // changes an instance or connects to one, no job start) and stands by.
 func TestHASigstoppedLeaderDoesNotActAfterResume(t *testing.T) {
-	f := newHAFleet(t, `
+	f := newHAFleet(t, 1, `
 [autoscaler]
 max_instances = 1
 [[autoscaler.policy]]
@@ -322,9 +323,10 @@ preemptive_mode = false
 	callsBefore := a.providerCalls()
 
 	a.cmd.Process.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
 	b.waitRole(haLease+10*time.Second, "leader")
 	f.noJobProcessLeft(30*time.Second, "sleep 302") // the new leader reset the dead job's instance
-	time.Sleep(3 * time.Second)                     // paused for well over the lease
+	time.Sleep(time.Until(stopped.Add(30 * time.Second))) // the issue's 30 s pause
 	a.cmd.Process.Signal(syscall.SIGCONT)
 	a.waitRole(10*time.Second, "standby")
 	time.Sleep(3 * time.Second) // time for any stale action to show
@@ -357,7 +359,7 @@ preemptive_mode = false
 // provider call, no job taken) and stands by, while the job it runs goes
 // on: nobody leads, so nobody resets its instance, and it succeeds.
 func TestHAEtcdLostWhileLeading(t *testing.T) {
-	f := newHAFleet(t, haAutoscaler)
+	f := newHAFleet(t, 1, haAutoscaler)
 	a := f.manager()
 	a.waitRole(30*time.Second, "leader")
 	running := a.submit("--", "sleep 8; echo done")
@@ -395,7 +397,7 @@ func TestHAFailoverFigures(t *testing.T) {
 	if os.Getenv("BERTH_HA_FIGURES") == "" {
 		t.Skip("set BERTH_HA_FIGURES=1 to measure failover over 20 runs")
 	}
-	f := newHAFleet(t, haAutoscaler)
+	f := newHAFleet(t, 1, haAutoscaler)
 	leader := f.manager()
 	leader.waitRole(30*time.Second, "leader")
 	standby := f.manager()
