@@ -325,7 +325,7 @@ preemptive_mode = false
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
 	b.waitRole(haLease+10*time.Second, "leader")
-	f.noJobProcessLeft(30*time.Second, "sleep 302") // the new leader reset the dead job's instance
+	f.noJobProcessLeft(30*time.Second, "sleep 302")       // the new leader reset the dead job's instance
 	time.Sleep(time.Until(stopped.Add(30 * time.Second))) // the 30 s pause
 	a.cmd.Process.Signal(syscall.SIGCONT)
 	a.waitRole(10*time.Second, "standby")
