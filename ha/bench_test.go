@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -108,4 +109,24 @@ func BenchmarkFailoverAfterLeaderDies(b *testing.B) {
 	b.ReportMetric(took[len(took)/2].Seconds(), "p50_s")
 	b.ReportMetric(took[len(took)-1].Seconds(), "max_s")
 	b.ReportMetric(testTTL.Seconds(), "lease_ttl_s")
+}
+
+// BenchmarkConfirm is the price a manager pays under [ha] before each
+// provider call and job start: one linearizable read of its election key
+// from the shared three-member cluster.
+func BenchmarkConfirm(b *testing.B) {
+	cli := benchClient(b)
+	p := fmt.Sprintf("/bench-%d/", prefixes.Add(1))
+	el := NewElector(cli, p, 10*time.Second, "bench", quiet())
+	term, err := el.Campaign(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer term.Resign(context.Background())
+	b.ResetTimer()
+	for range b.N {
+		if err := term.Confirm(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
