@@ -142,12 +142,12 @@ type haWorld struct {
 	noFail bool // the drain: no more pauses or partitions
 
 	// what a run injected and saw
-	takeovers, pauses, cuts, delayedBeforeCall, delayedBeforeResult int
+	takeovers, pauses, cuts, delayedBeforeCall, delayedBeforeResult                       int
 	refusedSaves, refusedCalls, heldCalls, callsMade, jobsTaken, jobsFinished, jobsFailed int
 }
 
 type haTotals struct {
-	worlds, takeovers, pauses, cuts, delayedBeforeCall, delayedBeforeResult int
+	worlds, takeovers, pauses, cuts, delayedBeforeCall, delayedBeforeResult               int
 	refusedSaves, refusedCalls, heldCalls, callsMade, jobsTaken, jobsFinished, jobsFailed int
 }
 
