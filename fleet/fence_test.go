@@ -128,8 +128,12 @@ type fencingFleet struct {
 
 func newFencingFleet(t *testing.T, st Store, prov *callLog) *fencingFleet {
 	t.Helper()
-	cfg := scaler.Config{MaxInstances: 3, CapacityPerInstance: 1, CanSuspend: true,
-		Policies: scaler.FixedPolicy(policy.Policy{IdleCount: 0, IdleTime: time.Minute})}
+	return newFencingFleetWith(t, scaler.Config{MaxInstances: 3, CapacityPerInstance: 1, CanSuspend: true,
+		Policies: scaler.FixedPolicy(policy.Policy{IdleCount: 0, IdleTime: time.Minute})}, st, prov)
+}
+
+func newFencingFleetWith(t *testing.T, cfg scaler.Config, st Store, prov *callLog) *fencingFleet {
+	t.Helper()
 	f := &fencingFleet{Fleet: New(scaler.New(cfg, time.Now()), Options{
 		Provider: prov, Store: st, UpdateInterval: 20 * time.Millisecond, TickInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 
 	"github.com/berth-ci/berth/ha"
 	"github.com/berth-ci/berth/internal/etcdtest"
+	"github.com/berth-ci/berth/policy"
 	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/scaler"
 	"github.com/berth-ci/berth/store"
 )
 
@@ -110,5 +114,48 @@ func TestOldLeaderMakesNoProviderCallAfterATakeover(t *testing.T) {
 	}
 	if got, _, err := b.store.Load(); err != nil || len(got.Instances) != 1 {
 		t.Fatalf("state after A's refused step: %+v, %v; want B's, unchanged", got, err)
+	}
+}
+
+// The old leader's next step needs no save: a heartbeat of its idle
+// instance, which changes nothing durable. Right before the call the fleet
+// asks etcd whether it still leads (its last proof is older than
+// ha.ConfirmAfter), learns it does not, and stops without calling.
+func TestOldLeaderChecksWithEtcdBeforeACallWithoutASave(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := newHAManager(t, c, "a"), newHAManager(t, c, "b")
+	term := a.lead(t)
+	fence := term.Fence()
+	a.store.SetFence(&ha.Fence{Key: fence.Key, Rev: fence.Rev, Ctx: context.Background()})
+	prov := newCallLog()
+	cfg := scaler.Config{MaxInstances: 1, CapacityPerInstance: 1, HeartbeatInterval: 20 * time.Millisecond, FailureThreshold: 3,
+		Policies: scaler.FixedPolicy(policy.Policy{IdleCount: 1, IdleTime: time.Hour})}
+	f := newFencingFleetWith(t, cfg, a.store, prov)
+	waitUntil(t, "a heartbeat of the idle instance", func() bool {
+		return slices.ContainsFunc(prov.made(), func(c string) bool { return strings.HasPrefix(c, "heartbeat") })
+	})
+
+	if _, err := a.cli.Revoke(context.Background(), clientv3.LeaseID(term.Lease())); err != nil {
+		t.Fatal(err)
+	}
+	// From now on A's last proof of leadership is stale: every call it
+	// makes must first be confirmed by etcd, which no longer holds its key.
+	time.Sleep(2 * ha.ConfirmAfter)
+	bterm := b.lead(t)
+	b.store.SetFence(bterm.Fence())
+	st, _, err := b.store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Save(st); err != nil {
+		t.Fatal(err)
+	}
+	bSaved := prov.made()
+	f.stopped(t)
+	if after := prov.made(); len(after) != len(bSaved) {
+		t.Fatalf("A's provider calls after B's first save: %v; want none", after[len(bSaved):])
+	}
+	if err := f.Err(); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("A stopped with %v; want ha.ErrFenced from the check before a call", err)
 	}
 }
