@@ -58,6 +58,18 @@ func (f *Fleet) stopLocked(cause error) {
 	close(f.stopped)
 }
 
+// Stop stops the fleet for good, as a refused save does, for a manager
+// that learned first that its term ended (its lease is gone, it resigned):
+// no provider call is made after Stop returns, except those already in
+// the provider. cause says why; the fleet's errors wrap it and match
+// store.ErrFenced and ErrStopped.
+func (f *Fleet) Stop(cause error) {
+	if !errors.Is(cause, store.ErrFenced) {
+		cause = fmt.Errorf("%w: %w", store.ErrFenced, cause)
+	}
+	f.stop(cause)
+}
+
 // stop is stopLocked for a caller that does not hold the lock.
 func (f *Fleet) stop(cause error) {
 	f.mu.Lock()

@@ -362,3 +362,22 @@ func TestFullDiskDoesNotStopTheFleet(t *testing.T) {
 		t.Fatalf("a full disk stopped the fleet: %v", f.Err())
 	}
 }
+
+// The manager learns first that its term ended (the lease is gone) and
+// stops the fleet itself: nothing is called after Stop, even for a delete
+// the core wants right then.
+func TestStopEndsEveryProviderCall(t *testing.T) {
+	prov := newCallLog()
+	f := newFencingFleet(t, &fencedStore{}, prov)
+	f.start(t, "job-1")
+	before := prov.made()
+	leaseLost := errors.New("the etcd lease of this manager ended")
+	f.Stop(leaseLost)
+	if err := f.Discard("job-1", "the job broke its instance"); !errors.Is(err, ErrStopped) || !errors.Is(err, leaseLost) {
+		t.Fatalf("Discard after Stop: %v; want ErrStopped wrapping the cause", err)
+	}
+	f.stopped(t)
+	if after := prov.made(); len(after) != len(before) {
+		t.Fatalf("provider calls after Stop: %v; want none", after[len(before):])
+	}
+}
