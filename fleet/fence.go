@@ -89,16 +89,22 @@ func (f *Fleet) confirm(ctx context.Context) error {
 	if f.leader == nil {
 		return nil
 	}
-	for {
+	for tries := 0; ; tries++ {
 		err := f.leader.Leading()
 		switch {
 		case err == nil:
+			if tries > 0 {
+				f.log.Info("leadership confirmed; making the provider call held", "waited_tries", tries)
+			}
 			return nil
 		case errors.Is(err, store.ErrFenced):
 			f.stop(err)
 			return f.Err()
 		}
-		f.log.Warn("cannot confirm that this manager still leads; holding the provider call", "err", err)
+		if tries == 0 {
+			f.log.Warn("cannot confirm that this manager still leads; holding the provider call until it can",
+				"err", err, "retry_every", confirmRetry)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("provider call not made: %w", err)
