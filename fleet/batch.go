@@ -8,14 +8,16 @@ import "github.com/berth-ci/berth/scaler"
 // a state.db commit per job (issue 23). It stops at the first refusal and
 // returns how many keys it booked (the first n) and that error.
 func (f *Fleet) ReserveBatch(keys []string) (n int, err error) {
-	f.do(func(c *scaler.Scaler) {
+	if derr := f.do(func(c *scaler.Scaler) {
 		for _, k := range keys {
 			if err = c.Reserve(k); err != nil {
 				return
 			}
 			n++
 		}
-	})
+	}); derr != nil {
+		return 0, derr // nothing of it was saved
+	}
 	return n, err
 }
 
@@ -25,12 +27,14 @@ func (f *Fleet) UnreserveBatch(keys []string) (err error) {
 	if len(keys) == 0 {
 		return nil
 	}
-	f.do(func(c *scaler.Scaler) {
+	if derr := f.do(func(c *scaler.Scaler) {
 		for _, k := range keys {
 			if e := c.Unreserve(k); e != nil && err == nil {
 				err = e
 			}
 		}
-	})
+	}); derr != nil {
+		return derr
+	}
 	return err
 }

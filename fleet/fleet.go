@@ -5,6 +5,12 @@
 // calls in goroutines whose results come back as events, and wake-ups of
 // waiting Acquire and Resume calls. Calls that queue up for the lock are
 // fed to the core together and share one save (see do).
+//
+// Under high availability the store is fenced by leadership (package ha):
+// a save refused with store.ErrFenced stops the fleet for good — no action
+// of that flush nor any later one is carried out, every call returns
+// ErrStopped, and Fenced is closed — and every provider call first asks the
+// store whether this manager still leads (store.Leader).
 package fleet
 
 import (
@@ -17,9 +23,12 @@ import (
 
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/scaler"
+	"github.com/berth-ci/berth/store"
 )
 
-// Store persists the core's durable state. store.Bolt implements it.
+// Store persists the core's durable state. store.Bolt and ha.Store
+// implement it; a Store that also implements store.Leader is asked before
+// every provider call whether this manager still leads.
 type Store interface {
 	Save(scaler.State) error
 }
@@ -104,6 +113,13 @@ type Fleet struct {
 	kick  chan struct{}
 	ctx   context.Context // for provider calls; set by Run
 	calls inflight
+
+	// leader is the store's leadership check, nil without one.
+	leader store.Leader
+	// stopped is closed once a fenced save or leadership check stopped the
+	// fleet; stopErr (set under mu before the close) says why.
+	stopped chan struct{}
+	stopErr error
 }
 
 // inflight counts provider calls in flight. Unlike a sync.WaitGroup it may
@@ -170,8 +186,10 @@ func New(core *scaler.Scaler, opts Options) *Fleet {
 	}
 	f := &Fleet{opts: opts, log: opts.Logger, core: core,
 		waiters: map[string]chan result{}, lost: map[string]*lostSignal{},
-		changed: make(chan struct{}), kick: make(chan struct{}, 1), ctx: context.Background()}
+		changed: make(chan struct{}), kick: make(chan struct{}, 1), ctx: context.Background(),
+		stopped: make(chan struct{})}
 	f.susp, _ = opts.Provider.(provider.Suspender)
+	f.leader, _ = opts.Store.(store.Leader)
 	return f
 }
 
@@ -181,8 +199,13 @@ func New(core *scaler.Scaler, opts Options) *Fleet {
 // binding and release of 1,000 starting jobs used to wait for its own
 // state.db commit under the lock, one after the other (issue 23). A call
 // returns only once the state its fn changed is saved and the resulting
-// actions are carried out, as before.
-func (f *Fleet) do(fn func(c *scaler.Scaler)) {
+// actions are carried out, as before. Once the fleet stopped (this manager
+// no longer leads) fn does not run and do returns ErrStopped; a call whose
+// save was refused by the fence returns it too, whatever fn did.
+func (f *Fleet) do(fn func(c *scaler.Scaler)) error {
+	if err := f.Err(); err != nil {
+		return err
+	}
 	p := &pendingCall{fn: fn, done: make(chan struct{})}
 	f.pendMu.Lock()
 	f.pending = append(f.pending, p)
@@ -191,27 +214,32 @@ func (f *Fleet) do(fn func(c *scaler.Scaler)) {
 	defer f.mu.Unlock()
 	select {
 	case <-p.done: // the previous holder ran it with its own
-		return
+		return p.err
 	default:
 	}
 	f.pendMu.Lock()
 	calls := f.pending
 	f.pending = nil
 	f.pendMu.Unlock()
-	f.advance()
-	for _, c := range calls {
-		c.fn(f.core)
+	if f.stopErr == nil {
+		f.advance()
+		for _, c := range calls {
+			c.fn(f.core)
+		}
+		f.flushLocked()
 	}
-	f.flushLocked()
 	for _, c := range calls {
+		c.err = f.stopErr
 		close(c.done)
 	}
+	return p.err
 }
 
 // pendingCall is a do call waiting for the lock.
 type pendingCall struct {
 	fn   func(c *scaler.Scaler)
 	done chan struct{} // closed once fn ran and its state was saved
+	err  error         // ErrStopped when it was not; set before done is closed
 }
 
 // advance gives the core the time, under the lock.
@@ -226,13 +254,20 @@ func (f *Fleet) advance() {
 
 // flushLocked persists the durable state if it changed and carries out the
 // core's actions. Provider actions run only after the state that records
-// their intent is saved; if saving fails, Increases are not carried out.
+// their intent is saved. If saving fails, Increases are not carried out,
+// and other actions are (a full disk: each is safe by the restart rules
+// without its intent, and deletions keep costs down); if the store refused
+// the save because this manager no longer leads, nothing is carried out,
+// now or ever, and the fleet stops.
 func (f *Fleet) flushLocked() {
 	for f.core.HasReady() {
 		actions, dirty := f.core.Ready()
 		saved := true
 		if dirty && f.opts.Store != nil {
-			if err := f.opts.Store.Save(f.core.State()); err != nil {
+			if err := f.opts.Store.Save(f.core.State()); errors.Is(err, store.ErrFenced) {
+				f.stopLocked(err)
+				return
+			} else if err != nil {
 				saved = false
 				if f.saveErr == nil {
 					f.log.Error("cannot save state; not creating instances until it works again", "err", err)
@@ -263,8 +298,11 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 			f.core.IncreaseResult(a.N, 0, fmt.Errorf("state not saved: %w", f.saveErr))
 			return
 		}
-		f.call(func(ctx context.Context) {
-			n, err := f.opts.Provider.Increase(ctx, a.N)
+		f.call(func(ctx context.Context, err error) {
+			n := 0
+			if err == nil {
+				n, err = f.opts.Provider.Increase(ctx, a.N)
+			}
 			if err != nil {
 				f.log.Warn("increase failed", "requested", a.N, "created", n, "err", err)
 			}
@@ -273,8 +311,10 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 		})
 	case scaler.Decrease:
 		f.log.Info("delete instance", "id", a.ID, "reason", a.Reason)
-		f.call(func(ctx context.Context) {
-			_, err := f.opts.Provider.Decrease(ctx, []string{a.ID})
+		f.call(func(ctx context.Context, err error) {
+			if err == nil {
+				_, err = f.opts.Provider.Decrease(ctx, []string{a.ID})
+			}
 			if err != nil {
 				f.log.Warn("decrease failed; will retry", "id", a.ID, "err", err)
 			}
@@ -283,22 +323,25 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 		})
 	case scaler.Suspend:
 		f.log.Info("suspend instance", "id", a.ID)
-		f.call(func(ctx context.Context) {
-			err := f.suspendResume(ctx, a.ID, true)
+		f.call(func(ctx context.Context, err error) {
+			if err == nil {
+				err = f.suspendResume(ctx, a.ID, true)
+			}
 			f.do(func(c *scaler.Scaler) { c.SuspendResult(a.ID, err) })
 			f.Kick()
 		})
 	case scaler.Resume:
 		f.log.Info("resume instance", "id", a.ID)
-		f.call(func(ctx context.Context) {
-			err := f.suspendResume(ctx, a.ID, false)
+		f.call(func(ctx context.Context, err error) {
+			if err == nil {
+				err = f.suspendResume(ctx, a.ID, false)
+			}
 			f.do(func(c *scaler.Scaler) { c.ResumeResult(a.ID, err) })
 			f.Kick()
 		})
 	case scaler.RunReadyHook:
-		f.call(func(ctx context.Context) {
-			var err error
-			if f.opts.ReadyHook != nil {
+		f.call(func(ctx context.Context, err error) {
+			if err == nil && f.opts.ReadyHook != nil {
 				err = f.opts.ReadyHook(ctx, a.ID)
 			}
 			if err != nil {
@@ -307,8 +350,10 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 			f.do(func(c *scaler.Scaler) { c.HookResult(a.ID, err) })
 		})
 	case scaler.Heartbeat:
-		f.call(func(ctx context.Context) {
-			err := f.opts.Provider.Heartbeat(ctx, a.ID)
+		f.call(func(ctx context.Context, err error) {
+			if err == nil {
+				err = f.opts.Provider.Heartbeat(ctx, a.ID)
+			}
 			if err != nil {
 				f.log.Warn("heartbeat failed", "id", a.ID, "err", err)
 			}
@@ -362,15 +407,23 @@ func (f *Fleet) suspendResume(ctx context.Context, id string, suspend bool) erro
 }
 
 // call runs a provider call in its own goroutine with the call timeout. It
-// is called under the lock, which guards f.ctx.
-func (f *Fleet) call(fn func(ctx context.Context)) {
+// is called under the lock, which guards f.ctx. Right before the call it
+// confirms that this manager still leads: once it does not, fn is not run
+// at all (the fleet stopped); when the store cannot tell before the
+// timeout, fn gets that error instead of making the call, and reports it
+// as the call's result.
+func (f *Fleet) call(fn func(ctx context.Context, err error)) {
 	base := f.ctx
 	f.calls.add()
 	go func() {
 		defer f.calls.done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), f.opts.CallTimeout)
 		defer cancel()
-		fn(ctx)
+		err := f.confirm(ctx)
+		if errors.Is(err, ErrStopped) {
+			return
+		}
+		fn(ctx, err)
 	}()
 }
 
@@ -383,7 +436,8 @@ func (f *Fleet) Kick() {
 }
 
 // Run lists the provider and ticks the core until ctx is done, then waits for
-// provider calls in flight. A provider that implements provider.Notifier
+// provider calls in flight. It returns nil then, or the ErrStopped error
+// once this manager no longer leads (see Fenced). A provider that implements provider.Notifier
 // makes it list at once when an instance changes state, so a job waiting for
 // a booting instance starts the moment the instance is ready rather than at
 // the next periodic listing.
@@ -408,6 +462,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			f.calls.wait(context.Background())
 			return nil
+		case <-f.stopped:
+			f.calls.wait(context.Background())
+			return f.Err()
 		case <-upd.C:
 			f.update(ctx)
 		case <-f.kick:
@@ -419,6 +476,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 }
 
 func (f *Fleet) update(ctx context.Context) {
+	if f.Err() != nil {
+		return
+	}
 	cctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
 	defer cancel()
 	var listing []scaler.Listed
@@ -432,7 +492,7 @@ func (f *Fleet) update(ctx context.Context) {
 		}
 		return
 	}
-	f.do(func(c *scaler.Scaler) { c.Observe(listing) })
+	_ = f.do(func(c *scaler.Scaler) { c.Observe(listing) })
 }
 
 // Changed returns a channel closed at the next change of the fleet, such as
@@ -445,7 +505,9 @@ func (f *Fleet) Changed() <-chan struct{} {
 
 // Reserve books a slot for key; see scaler.Scaler.Reserve.
 func (f *Fleet) Reserve(key string) (err error) {
-	f.do(func(c *scaler.Scaler) { err = c.Reserve(key) })
+	if derr := f.do(func(c *scaler.Scaler) { err = c.Reserve(key) }); derr != nil {
+		return derr
+	}
 	return err
 }
 
@@ -457,17 +519,21 @@ func (f *Fleet) Queued(n int) {
 
 // Unreserve gives a booking back; see scaler.Scaler.Unreserve.
 func (f *Fleet) Unreserve(key string) (err error) {
-	f.do(func(c *scaler.Scaler) { err = c.Unreserve(key) })
+	if derr := f.do(func(c *scaler.Scaler) { err = c.Unreserve(key) }); derr != nil {
+		return derr
+	}
 	return err
 }
 
 // Release ends an acquisition; see scaler.Scaler.Release. Releasing an
 // acquisition whose instance was lost is not an error.
 func (f *Fleet) Release(key string) (err error) {
-	f.do(func(c *scaler.Scaler) {
+	if derr := f.do(func(c *scaler.Scaler) {
 		delete(f.lost, key)
 		err = c.Release(key)
-	})
+	}); derr != nil {
+		return derr
+	}
 	if errors.Is(err, scaler.ErrUnknownKey) {
 		return nil
 	}
@@ -477,10 +543,12 @@ func (f *Fleet) Release(key string) (err error) {
 // Discard ends key's acquisition and deletes its instance, which takes no
 // other job; see scaler.Scaler.Discard.
 func (f *Fleet) Discard(key, why string) (err error) {
-	f.do(func(c *scaler.Scaler) {
+	if derr := f.do(func(c *scaler.Scaler) {
 		delete(f.lost, key)
 		err = c.Discard(key, why)
-	})
+	}); derr != nil {
+		return derr
+	}
 	if errors.Is(err, scaler.ErrUnknownKey) {
 		return nil
 	}
@@ -489,10 +557,12 @@ func (f *Fleet) Discard(key, why string) (err error) {
 
 // Suspend parks key's acquisition as environment envKey; see scaler.Scaler.Suspend.
 func (f *Fleet) Suspend(key, envKey string, state []byte) (err error) {
-	f.do(func(c *scaler.Scaler) {
+	if derr := f.do(func(c *scaler.Scaler) {
 		delete(f.lost, key)
 		err = c.Suspend(key, envKey, state)
-	})
+	}); derr != nil {
+		return derr
+	}
 	return err
 }
 
@@ -505,13 +575,15 @@ func (f *Fleet) Acquire(ctx context.Context, key string) (Acquisition, error) {
 		err error
 		ch  chan result
 	)
-	f.do(func(c *scaler.Scaler) {
+	if derr := f.do(func(c *scaler.Scaler) {
 		id, ok, err = c.Acquire(key)
 		if err == nil && !ok {
 			ch = make(chan result, 1)
 			f.waiters[key] = ch
 		}
-	})
+	}); derr != nil {
+		return Acquisition{}, derr
+	}
 	if err != nil {
 		return Acquisition{}, err
 	}
@@ -531,12 +603,14 @@ func (f *Fleet) Resume(ctx context.Context, envKey, key string) (Acquisition, er
 		err error
 		ch  = make(chan result, 1)
 	)
-	f.do(func(c *scaler.Scaler) {
+	if derr := f.do(func(c *scaler.Scaler) {
 		err = c.Resume(envKey, key)
 		if err == nil {
 			f.waiters[key] = ch
 		}
-	})
+	}); derr != nil {
+		return Acquisition{}, derr
+	}
 	if err != nil {
 		return Acquisition{}, err
 	}
@@ -556,7 +630,7 @@ func (f *Fleet) wait(ctx context.Context, key string, ch chan result) (result, e
 	var why string
 	var r result
 	var late bool
-	f.do(func(c *scaler.Scaler) {
+	if derr := f.do(func(c *scaler.Scaler) {
 		delete(f.waiters, key)
 		select {
 		case r = <-ch: // bound at the last moment
@@ -566,7 +640,9 @@ func (f *Fleet) wait(ctx context.Context, key string, ch chan result) (result, e
 		}
 		why = c.Why(key)
 		_ = c.Unreserve(key)
-	})
+	}); derr != nil {
+		return result{}, derr
+	}
 	if late {
 		return r, r.err
 	}
@@ -607,7 +683,9 @@ func (f *Fleet) Counts() scaler.Counts {
 // pool and leave an instance behind at exit. An increase that was in flight
 // is waited for, listed, and its instances deleted too.
 func (f *Fleet) DeleteIdle(ctx context.Context) {
-	f.do(func(c *scaler.Scaler) { c.Shutdown(scaler.ReasonShutdown) })
+	if f.do(func(c *scaler.Scaler) { c.Shutdown(scaler.ReasonShutdown) }) != nil {
+		return // no longer the leader: the fleet is not this manager's to empty
+	}
 	f.waitCalls(ctx)
 	if ctx.Err() != nil {
 		return

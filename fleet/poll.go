@@ -7,13 +7,17 @@ import "github.com/berth-ci/berth/scaler"
 // returns nothing, or turn it into a booking with Promote when it returns a
 // job.
 func (f *Fleet) ReservePoll(key string) (err error) {
-	f.do(func(c *scaler.Scaler) { err = c.ReservePoll(key) })
+	if derr := f.do(func(c *scaler.Scaler) { err = c.ReservePoll(key) }); derr != nil {
+		return derr
+	}
 	return err
 }
 
 // Promote turns key's poll booking into the booking of the job the poll
 // returned; see scaler.Scaler.Promote.
 func (f *Fleet) Promote(key string) (err error) {
-	f.do(func(c *scaler.Scaler) { err = c.Promote(key) })
+	if derr := f.do(func(c *scaler.Scaler) { err = c.Promote(key) }); derr != nil {
+		return derr
+	}
 	return err
 }

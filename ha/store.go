@@ -17,8 +17,12 @@ import (
 	"github.com/berth-ci/berth/store"
 )
 
-// The Store implements the same interface as the bbolt file.
-var _ store.Store = (*Store)(nil)
+// The Store implements the same interface as the bbolt file, and tells the
+// fleet whether it still leads.
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Leader = (*Store)(nil)
+)
 
 // layoutVersion is the version of the key layout in doc.go.
 const layoutVersion = "1"
@@ -28,14 +32,31 @@ const layoutVersion = "1"
 // short enough that a manager cut off from etcd notices within a lease.
 const DefaultOpTimeout = 5 * time.Second
 
-// ErrNotLeader is returned by Save when the store holds no fence: this
-// manager is a standby, or its term ended.
-var ErrNotLeader = errors.New("this manager is not the leader: only the leader writes the shared state")
+// ErrNotLeader is returned by Save and Leading when the store holds no
+// fence: this manager is a standby, or its term ended. It matches
+// store.ErrFenced.
+var ErrNotLeader error = &fenceError{"this manager is not the leader: only the leader writes the shared state"}
 
-// ErrFenced is returned by Save when etcd refused the write because the
-// fence no longer holds: another manager leads now. The caller must stop
-// acting on the fleet at once; its in-memory state is stale.
-var ErrFenced = errors.New("write refused by etcd: this manager lost its leadership (its election key is gone), another manager leads now")
+// ErrFenced is returned by Save when etcd refused the write, and by Leading
+// when etcd no longer holds the fence: another manager leads now. The caller
+// must stop acting on the fleet at once; its in-memory state is stale. It
+// matches store.ErrFenced.
+var ErrFenced error = &fenceError{"write refused by etcd: this manager lost its leadership (its election key is gone), another manager leads now"}
+
+// fenceError is one of the errors above: each is itself, and also the
+// store's sentinel, so that the fleet branches on it without importing ha.
+type fenceError struct{ msg string }
+
+func (e *fenceError) Error() string { return e.msg }
+
+// Is makes errors.Is(err, store.ErrFenced) hold.
+func (e *fenceError) Is(target error) bool { return target == store.ErrFenced }
+
+// ConfirmAfter is how long a proof of leadership (a fenced save, or a read
+// of the election key) is trusted by Leading before it asks etcd again.
+// Short, because a provider call may follow it: a pause longer than this
+// (SIGSTOP, GC, a stalled VM) between proof and call costs one etcd read.
+const ConfirmAfter = 250 * time.Millisecond
 
 // Fence is what a write must prove: the leader's election key still exists
 // with the creation revision it won with.
@@ -57,8 +78,14 @@ type Store struct {
 	id      string
 	timeout time.Duration
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// fmu guards fence and confirmed, apart from mu, which a Save holds
+	// through its etcd round trip: Leading must not wait behind it.
+	fmu   sync.Mutex
 	fence *Fence
+	// confirmed is when the fence was last proved held (the start of the
+	// request that proved it); zero when never in this term.
+	confirmed time.Time
 	// written maps each key under state/ (and meta/saved) to the value etcd
 	// holds, as far as this store knows; nil when unknown (before the first
 	// Save of a term, or after a failed one), so that Save reads it first.
@@ -77,6 +104,8 @@ type Stats struct {
 	Txns int64
 	// Puts and Deletes are the keys they wrote and deleted.
 	Puts, Deletes int64
+	// Bytes is the keys and values sent in them (a delete sends its key).
+	Bytes int64
 }
 
 // Stats returns the writes so far.
@@ -135,8 +164,66 @@ func (s *Store) Prefix() string { return s.prefix }
 func (s *Store) SetFence(f *Fence) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fence = f
+	s.fmu.Lock()
+	s.fence, s.confirmed = f, time.Time{}
+	s.fmu.Unlock()
 	s.written = nil
+}
+
+// currentFence returns the fence, or why there is none usable.
+func (s *Store) currentFence() (*Fence, error) {
+	s.fmu.Lock()
+	f := s.fence
+	s.fmu.Unlock()
+	if f == nil {
+		return nil, ErrNotLeader
+	}
+	if err := f.Ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w (its term ended: %v)", ErrNotLeader, context.Cause(f.Ctx))
+	}
+	return f, nil
+}
+
+// proved records that f was held at start, unless the fence changed since.
+func (s *Store) proved(f *Fence, start time.Time) {
+	s.fmu.Lock()
+	if s.fence == f && start.After(s.confirmed) {
+		s.confirmed = start
+	}
+	s.fmu.Unlock()
+}
+
+// Leading returns nil while this manager holds its fence: its term is live
+// and etcd held the election key with the revision it won within the last
+// ConfirmAfter (a fenced save counts), or holds it now. Otherwise
+// ErrNotLeader or ErrFenced (both match store.ErrFenced), or the etcd error
+// when it could not tell.
+func (s *Store) Leading() error {
+	f, err := s.currentFence()
+	if err != nil {
+		return err
+	}
+	s.fmu.Lock()
+	fresh := time.Since(s.confirmed) < ConfirmAfter
+	s.fmu.Unlock()
+	if fresh {
+		return nil
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(f.Ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, f.Key)
+	if err != nil {
+		if f.Ctx.Err() != nil {
+			return fmt.Errorf("%w (its term ended: %v)", ErrNotLeader, context.Cause(f.Ctx))
+		}
+		return fmt.Errorf("confirm leadership with etcd (read %s): %w; not acting until it answers", f.Key, err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != f.Rev {
+		return fmt.Errorf("confirm leadership: %w", ErrFenced)
+	}
+	s.proved(f, start)
+	return nil
 }
 
 // Close releases nothing: the etcd client belongs to the caller.
@@ -185,17 +272,15 @@ func (s *Store) read(ctx context.Context) (saved *mvccpb.KeyValue, kvs []*mvccpb
 func (s *Store) Save(st scaler.State) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fence == nil {
-		return ErrNotLeader
-	}
-	if err := s.fence.Ctx.Err(); err != nil {
-		return fmt.Errorf("%w (its term ended: %v)", ErrNotLeader, context.Cause(s.fence.Ctx))
+	fence, err := s.currentFence()
+	if err != nil {
+		return err
 	}
 	want, err := s.encode(st)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(s.fence.Ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(fence.Ctx, s.timeout)
 	defer cancel()
 	if s.written == nil {
 		if s.written, err = s.current(ctx); err != nil {
@@ -206,8 +291,9 @@ func (s *Store) Save(st scaler.State) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	start := time.Now()
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(s.fence.Key), "=", s.fence.Rev)).
+		If(clientv3.Compare(clientv3.CreateRevision(fence.Key), "=", fence.Rev)).
 		Then(ops...).
 		Commit()
 	if err != nil {
@@ -218,16 +304,24 @@ func (s *Store) Save(st scaler.State) error {
 		s.written = nil
 		return fmt.Errorf("save berth state under %q: %w", s.prefix, ErrFenced)
 	}
+	s.proved(fence, start)
 	s.apply(want, st.Arrivals == nil)
+	s.count(ops)
+	return nil
+}
+
+// count adds a committed transaction's operations to the stats.
+func (s *Store) count(ops []clientv3.Op) {
 	s.stats.Txns++
 	for _, op := range ops {
 		if op.IsPut() {
 			s.stats.Puts++
+			s.stats.Bytes += int64(len(op.KeyBytes()) + len(op.ValueBytes()))
 		} else {
 			s.stats.Deletes++
+			s.stats.Bytes += int64(len(op.KeyBytes()))
 		}
 	}
-	return nil
 }
 
 // saveError explains a failed write; etcd's limit on operations per
