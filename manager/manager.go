@@ -502,6 +502,18 @@ func (m *Manager) lead(ctx context.Context, t *ha.Term) {
 	select {
 	case <-ctx.Done():
 	case <-l.ctx.Done():
+	case <-f.Fenced():
+		// etcd refused a save, or named another leader right before a
+		// provider call: this term is over even if the session has not
+		// noticed yet. Hand the key over rather than wait for the lease.
+		m.stepDown(f.Err(), stopFleet, &loops, fleetDone)
+		if t == nil {
+			return
+		}
+		if err := t.Resign(context.WithoutCancel(ctx)); err != nil {
+			m.log.Warn("resigning after the fleet was fenced failed; the lease expires by itself", "err", err)
+		}
+		return
 	}
 	if l.ctx.Err() != nil {
 		m.stepDown(context.Cause(l.ctx), stopFleet, &loops, fleetDone)
@@ -536,6 +548,7 @@ func (m *Manager) stepDown(cause error, stopFleet context.CancelFunc, loops *syn
 	}
 	m.log.Warn("lost leadership: stopping the job loops and the fleet now, without any provider call; "+
 		"running jobs go on until they end or the new leader resets their instances", "cause", cause)
+	m.fleet.Stop(cause) // before anything else: no provider call from here on
 	stopFleet()
 	loops.Wait()
 	<-fleetDone
