@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,6 +111,10 @@ idle_time = "1m"
 		t.Logf("SCALE %d sandbox processes (outside berth): %.1f MiB private memory and %.0f ms CPU each on average; "+
 			"berth used %.1f CPU seconds from the first submit to all running",
 			n, float64(private)/float64(n)/(1<<20), float64(ticks)*1000/clockTicks/float64(n), float64(running.cpuTicks-idle.cpuTicks)/clockTicks)
+	}
+	if n, usage := sandboxCgroupCPU(d); n > 0 {
+		t.Logf("SCALE %d sandbox cgroups: %.1f ms CPU each (cpu.stat usage_usec: boot, SSH sessions and every process the job ran, exact)",
+			n, float64(usage.Microseconds())/1000/float64(n))
 	}
 	if s := os.Getenv("BERTH_SCALE_PAUSE"); s != "" {
 		// Time to look at the running daemon (pprof, /proc) by hand.
@@ -269,6 +274,34 @@ func sampleProc(t *testing.T, pid int) procSample {
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	s.cpuTicks = ut + st
 	return s
+}
+
+// sandboxCgroupCPU sums cpu.stat usage_usec over the cgroups of the
+// daemon's instances (none when berth has no cgroup tree, unprivileged).
+// Unlike /proc/PID/stat, which rounds each process down to 10 ms ticks, it
+// is exact and counts processes that are gone.
+func sandboxCgroupCPU(d *daemon) (n int, usage time.Duration) {
+	metas, _ := filepath.Glob(filepath.Join(d.dir, "state", "provider", "local", "local", "instances", "*", "meta.json"))
+	for _, path := range metas {
+		var m struct {
+			Cgroup string `json:"cgroup"`
+		}
+		if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &m) != nil || m.Cgroup == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(m.Cgroup, "cpu.stat"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, _ := strconv.ParseInt(v, 10, 64)
+				usage += time.Duration(us) * time.Microsecond
+				n++
+			}
+		}
+	}
+	return n, usage
 }
 
 // sandboxCost sums the private memory (RssAnon: the binary's text is
