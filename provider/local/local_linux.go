@@ -62,6 +62,8 @@ type Provider struct {
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex // per-instance operation locks
 	watcher *readyWatcher          // set by Notify; nil until someone listens
+	disks   *diskPoller            // made by the first start with disk_max
+	noDisks bool                   // making it failed: sandboxes poll themselves
 }
 
 // New returns an uninitialised local provider.
@@ -244,7 +246,7 @@ func (p *Provider) probe(ctx context.Context) error {
 	}
 	sc := p.sandboxConfig("probe", "")
 	sc.Dir = dir
-	cmd, err := p.command(dir, nil, "", sc)
+	cmd, err := p.command(dir, nil, "", sc, nil)
 	if err != nil {
 		return err
 	}
@@ -302,11 +304,11 @@ func (p *Provider) chownInstance(dir string) error {
 // configuration through a pipe, the pid and ready files opened for writing,
 // the disk and tmp directories as O_PATH descriptors. The new process gets
 // its own session so that it outlives berth.
-func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxConfig) (*exec.Cmd, error) {
-	if err := p.ensureImagesDir(dir); err != nil {
-		return nil, err
-	}
+func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxConfig, diskPoll *os.File) (*exec.Cmd, error) {
 	var files []*os.File
+	if diskPoll != nil {
+		files = append(files, diskPoll)
+	}
 	fail := func(err error) (*exec.Cmd, error) {
 		for _, f := range files {
 			if f != nil {
@@ -314,6 +316,9 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 			}
 		}
 		return nil, err
+	}
+	if err := p.ensureImagesDir(dir); err != nil {
+		return fail(err)
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -376,6 +381,9 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 		f := os.NewFile(uintptr(fd), name)
 		files = append(files, f)
 		extra = append(extra, f)
+	}
+	if diskPoll != nil {
+		extra = append(extra, diskPoll) // diskPollFD
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"berth-sandbox", sc.ID}
@@ -593,7 +601,9 @@ func (p *Provider) start(m *meta) error {
 		// its jobs' processes with RLIMIT_NPROC instead.
 		sc.NProc = p.pidsMax()
 	}
-	cmd, err := p.command(dir, lnFile, m.Cgroup, sc)
+	diskPoll := p.diskPollFor(m.ID, filepath.Join(dir, diskDir))
+	sc.DiskPoller = diskPoll != nil
+	cmd, err := p.command(dir, lnFile, m.Cgroup, sc, diskPoll)
 	if err != nil {
 		return err
 	}
@@ -1057,7 +1067,41 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		p.watcher.close()
 		p.watcher = nil
 	}
+	if p.disks != nil {
+		p.disks.close()
+		p.disks = nil
+	}
 	return nil
+}
+
+// diskPollFor registers the sandbox about to start for instance id with
+// the provider's diskPoller and returns the sandbox's end of its socket, or
+// nil when the sandbox is to watch the free space itself (no disk_max, a
+// disk on another file system, or no poller).
+func (p *Provider) diskPollFor(id, disk string) *os.File {
+	if p.diskMax <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	if p.disks == nil && !p.noDisks {
+		d, err := newDiskPoller(filepath.Join(p.dir, "instances"), p.log)
+		if err != nil {
+			p.log.Warn("cannot watch the instances' disk space for all sandboxes at once; each sandbox polls it itself", "err", err)
+			p.noDisks = true
+		}
+		p.disks = d
+	}
+	d := p.disks
+	p.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	f, err := d.add(id, disk)
+	if err != nil {
+		p.log.Warn("sandbox polls the disk's free space itself", "id", id, "err", err)
+		return nil
+	}
+	return f
 }
 
 var _ provider.Suspender = (*Provider)(nil)
