@@ -59,16 +59,19 @@ type Provider struct {
 	slots      int   // capacity_per_instance, 0 when unknown
 	log        *slog.Logger
 
-	mu      sync.Mutex
-	locks   map[string]*sync.Mutex // per-instance operation locks
-	watcher *readyWatcher          // set by Notify; nil until someone listens
-	disks   *diskPoller            // made by the first start with disk_max
-	noDisks bool                   // making it failed: sandboxes poll themselves
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex // per-instance operation locks
+	watcher  *readyWatcher          // set by Notify; nil until someone listens
+	disks    *diskPoller            // made by the first start with disk_max
+	noDisks  bool                   // making it failed: sandboxes poll themselves
+	seen     map[string]*observed   // Update's cache, see observed
+	children map[string]child       // sandboxes this process started, by ID
 }
 
 // New returns an uninitialised local provider.
 func New() *Provider {
-	return &Provider{locks: map[string]*sync.Mutex{}, log: slog.Default().With("provider", Name)}
+	return &Provider{locks: map[string]*sync.Mutex{}, seen: map[string]*observed{}, children: map[string]child{},
+		log: slog.Default().With("provider", Name)}
 }
 
 var idPattern = regexp.MustCompile(`^local-[0-9a-f]{10}$`)
@@ -616,7 +619,9 @@ func (p *Provider) start(m *meta) error {
 	// sandbox); after a berth restart the init process (or a subreaper)
 	// does that.
 	pid := cmd.Process.Pid
-	if _, err := reapInBackground(cmd); err != nil {
+	if done, err := reapInBackground(cmd); err == nil {
+		p.startedChild(m.ID, pid, done)
+	} else {
 		// A kernel without pidfds (before 5.3): a blocking wait, which
 		// costs a thread per sandbox but works.
 		p.log.Warn("cannot wait for the sandbox through a pidfd; waiting with a thread of its own", "id", m.ID, "err", err)
@@ -689,57 +694,6 @@ func (p *Provider) Update(ctx context.Context, fn func(id string, s provider.Sta
 		}
 	}
 	return nil
-}
-
-func (p *Provider) observe(id string) (provider.State, bool) {
-	defer p.lock(id)()
-	m, err := readMeta(p.instDir(id))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", false // deleted meanwhile
-	}
-	if err != nil {
-		p.log.Warn("unreadable instance", "id", id, "err", err)
-		return provider.StateTimeout, true
-	}
-	switch m.State {
-	case wantDeleting:
-		if err := p.destroy(m); err != nil {
-			p.log.Warn("finish deletion", "id", id, "err", err)
-			return provider.StateDeleting, true
-		}
-		return provider.StateDeleted, true
-	case wantSuspended:
-		if p.running(m) && (m.Cgroup == "" || !cgroupFrozen(m.Cgroup)) {
-			if err := p.stop(m); err != nil {
-				p.log.Warn("re-suspend", "id", id, "err", err)
-			}
-		}
-		return provider.StateSuspended, true
-	}
-	if m.Cgroup != "" && cgroupFrozen(m.Cgroup) {
-		if err := cgroupFreeze(m.Cgroup, false); err != nil {
-			p.log.Warn("thaw", "id", id, "err", err)
-		}
-	}
-	booting := provider.State(m.Boot)
-	if booting == "" {
-		booting = provider.StateCreating
-	}
-	if !p.running(m) {
-		if m.PID == 0 && time.Since(m.StartedAt) < bootTimeout {
-			return booting, true
-		}
-		return provider.StateTimeout, true
-	}
-	if _, err := os.Stat(filepath.Join(p.instDir(id), readyFile)); err == nil {
-		if b, _ := os.ReadFile(filepath.Join(p.instDir(id), readyFile)); len(b) > 0 {
-			return provider.StateRunning, true
-		}
-	}
-	if time.Since(m.StartedAt) > bootTimeout {
-		return provider.StateTimeout, true
-	}
-	return booting, true
 }
 
 // stop suspends the sandbox of m: freeze its cgroup when there is one,
@@ -838,6 +792,7 @@ func (p *Provider) destroy(m *meta) error {
 	if p.cgroups != nil {
 		p.cgroups.tidy()
 	}
+	p.forget(m.ID)
 	p.mu.Lock()
 	delete(p.locks, m.ID)
 	p.mu.Unlock()
