@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"sync"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -25,7 +23,7 @@ import (
 // conn is an SSH connection to an instance and the commands using it.
 type conn struct {
 	key    string
-	client *ssh.Client
+	client *sshClient
 	lost   *lostCause // why keepalive gave up on the connection
 	stopKA func()
 

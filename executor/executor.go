@@ -250,7 +250,7 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 // shared connection that refuses the session (the server's session limit,
 // or it died meanwhile) is left to its other users, and the session is
 // opened on a connection of its own.
-func (r *Runner) openSession(ctx context.Context, ci provider.ConnectInfo) (*conn, *ssh.Session, error) {
+func (r *Runner) openSession(ctx context.Context, ci provider.ConnectInfo) (*conn, *session, error) {
 	c, err := r.acquire(ctx, ci)
 	if err != nil {
 		return nil, nil, err
@@ -286,7 +286,7 @@ const killGrace = 10 * time.Second
 // through a timer, so a running job holds no goroutine of its own besides
 // the SSH library's, which matters with thousands of them. It reports
 // whether the command was killed because ctx ended.
-func (r *Runner) wait(ctx context.Context, c *conn, sess *ssh.Session) (waitErr error, killed bool) {
+func (r *Runner) wait(ctx context.Context, c *conn, sess *session) (waitErr error, killed bool) {
 	var (
 		mu     sync.Mutex
 		waited bool
@@ -372,9 +372,9 @@ func exitResult(ci provider.ConnectInfo, waitErr error, lost error) (int, error)
 	if waitErr == nil {
 		return 0, nil
 	}
-	var exit *ssh.ExitError
+	var exit *remoteExit
 	if errors.As(waitErr, &exit) {
-		return exit.ExitStatus(), nil
+		return exit.code, nil
 	}
 	if lost != nil {
 		return -1, &SystemError{Instance: ci.ID, Op: "connection lost", Err: lost}
@@ -435,7 +435,7 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func (r *Runner) dial(ctx context.Context, ci provider.ConnectInfo) (*ssh.Client, error) {
+func (r *Runner) dial(ctx context.Context, ci provider.ConnectInfo) (*sshClient, error) {
 	want, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ci.HostKey))
 	if err != nil {
 		return nil, &SystemError{Instance: ci.ID, Op: "check host key",
@@ -479,7 +479,7 @@ func (r *Runner) dial(ctx context.Context, ci provider.ConnectInfo) (*ssh.Client
 		return nil, &SystemError{Instance: ci.ID, Op: "ssh handshake with " + ci.Addr, Err: err}
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return ssh.NewClient(c, chans, reqs), nil
+	return newSSHClient(c, chans, reqs), nil
 }
 
 // fixedHostKey accepts exactly want. Trust on first use would let anyone who
@@ -528,7 +528,7 @@ func (l *lostCause) get() error {
 // stop is called, and closes the connection once a ping goes unanswered
 // for KeepAliveTimeout, which makes the session's Wait return. It runs on
 // timers: a goroutine exists only while a ping is in flight.
-func (r *Runner) keepAlive(client *ssh.Client, lost *lostCause) (stop func()) {
+func (r *Runner) keepAlive(client ssh.Conn, lost *lostCause) (stop func()) {
 	interval := r.KeepAliveInterval
 	if interval <= 0 {
 		interval = DefaultKeepAliveInterval

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +145,32 @@ func TestRunExitCode(t *testing.T) {
 		t.Fatalf("exit code = %d, want 3", code)
 	}
 	if out.String() != "failing\n" {
+		t.Errorf("output = %q", out.String())
+	}
+}
+
+func TestRunExitCodeOfAShellKilledByASignalOpenSSHStyle(t *testing.T) {
+	srv := newTestServer(t, signalExit)
+	code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: "kill -TERM $$"})
+	if err != nil {
+		t.Fatalf("a script killed by a signal must not be an error, got %v", err)
+	}
+	if code != 128+15 {
+		t.Fatalf("exit code = %d, want 143 (128 + SIGTERM)", code)
+	}
+}
+
+func TestRunAnswersTheServersKeepalivesWhileTheScriptRuns(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "answered")
+	srv := newTestServer(t, clientAlive(marker))
+	// The script ends only once the server got an answer to its keepalive.
+	script := "while [ ! -e " + executor.ShellQuote(marker) + " ]; do sleep 0.01; done; echo answered"
+	var out bytes.Buffer
+	code, err := executor.Run(context.Background(), srv.connectInfo(), executor.Command{Script: script, Output: &out, Timeout: time.Minute})
+	if err != nil || code != 0 {
+		t.Fatalf("the server's keepalive was not answered while the script ran: code %d, err %v", code, err)
+	}
+	if out.String() != "answered\n" {
 		t.Errorf("output = %q", out.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 
 	"github.com/berth-ci/berth/provider"
 )
@@ -31,6 +33,14 @@ type testServer struct {
 	// maxSessions refuses sessions past this many open on one connection,
 	// as OpenSSH's MaxSessions does; 0 means no limit.
 	maxSessions int
+	// signalExit reports a command a signal killed with exit-signal only,
+	// as OpenSSH does, instead of exit-status 128+N.
+	signalExit bool
+	// clientAlive sends an OpenSSH-style keepalive request on the session
+	// channel as the command starts and creates this file once the client
+	// answered it (OpenSSH with ClientAliveInterval drops clients that do
+	// not answer).
+	clientAlive string
 
 	mu       sync.Mutex
 	conns    []*freezeConn
@@ -43,6 +53,12 @@ type testServer struct {
 type serverOption func(*testServer)
 
 func refuseEnv(s *testServer) { s.refuseEnv = true }
+
+func signalExit(s *testServer) { s.signalExit = true }
+
+func clientAlive(marker string) serverOption {
+	return func(s *testServer) { s.clientAlive = marker }
+}
 
 func newTestServer(t *testing.T, opts ...serverOption) *testServer {
 	t.Helper()
@@ -235,6 +251,13 @@ func (s *testServer) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				s.execSeen = append(s.execSeen, p.Command)
 				s.mu.Unlock()
 				_ = req.Reply(true, nil)
+				if s.clientAlive != "" {
+					go func() {
+						if _, err := ch.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+							_ = writeFile(s.clientAlive)
+						}
+					}()
+				}
 				go func(cmd *exec.Cmd) {
 					err := cmd.Wait()
 					status := uint32(0)
@@ -243,6 +266,17 @@ func (s *testServer) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 						status = uint32(ee.ExitCode())
 						if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 							status = 128 + uint32(ws.Signal())
+							if s.signalExit {
+								_, _ = ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
+									Signal     string
+									CoreDumped bool
+									Error      string
+									Lang       string
+								}{Signal: strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")}))
+								_ = ch.CloseWrite()
+								close(done)
+								return
+							}
 						}
 					}
 					_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))

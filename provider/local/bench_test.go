@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ func TestScale(t *testing.T) {
 	p := newGroup(t, dir, "")
 	ctx := context.Background()
 	start := time.Now()
+	selfBefore := selfCPU()
 	if got, err := p.Increase(ctx, n); err != nil || got != n {
 		t.Fatalf("Increase(%d) = %d, %v", n, got, err)
 	}
@@ -87,6 +89,11 @@ func TestScale(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	allRunning := time.Since(start)
+	selfUsed := selfCPU() - selfBefore
+	var booted time.Duration
+	for _, id := range ids {
+		booted += instanceCPU(readMeta(t, dir, id))
+	}
 
 	// Every instance answers a real command.
 	var wg sync.WaitGroup
@@ -116,6 +123,10 @@ func TestScale(t *testing.T) {
 		t.Errorf("%d instances failed a command: %v", len(failed), failed[:min(5, len(failed))])
 	}
 
+	var boot time.Duration
+	for _, id := range ids {
+		boot += instanceCPU(readMeta(t, dir, id))
+	}
 	var rss, pss []int
 	for _, id := range ids {
 		m := readMeta(t, dir, id)
@@ -130,10 +141,71 @@ func TestScale(t *testing.T) {
 	t.Logf("%d instances: Increase returned after %v, all running after %v (%.1f ms/instance), Decrease of all took %v",
 		n, increased.Round(time.Millisecond), allRunning.Round(time.Millisecond),
 		float64(allRunning.Milliseconds())/float64(n), deleted.Round(time.Millisecond))
+	t.Logf("CPU per instance: %.1f ms in the sandbox's processes until serving SSH, %.1f ms after one command (utime+stime, children included), %.1f ms in this process for Increase and the listings",
+		float64(booted.Microseconds())/1000/float64(n), float64(boot.Microseconds())/1000/float64(n), float64(selfUsed.Microseconds())/1000/float64(n))
 	t.Logf("idle sandbox memory: RSS median %d KiB (max %d), PSS median %d KiB", median(rss), maxOf(rss), median(pss))
 	if left, _ := filepath.Glob(filepath.Join(dir, "local", "instances", "*")); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
+}
+
+// selfCPU is this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// instanceCPU is the CPU time an instance's processes used so far: its
+// cgroup's usage_usec when it has one (exact, and it counts processes that
+// are gone), else treeCPU.
+func instanceCPU(m instanceMeta) time.Duration {
+	if m.Cgroup != "" {
+		if b, err := os.ReadFile(filepath.Join(m.Cgroup, "cpu.stat")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+					us, _ := strconv.ParseInt(v, 10, 64)
+					return time.Duration(us) * time.Microsecond
+				}
+			}
+		}
+	}
+	return treeCPU(m.PID)
+}
+
+// treeCPU is the CPU time (utime+stime, reaped children included) of pid
+// and its live children (the sandbox's launcher), in clock ticks of 10 ms.
+func treeCPU(pid int) time.Duration {
+	ticks := procTicks(pid)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); err == nil {
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+			if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
+				ticks += procTicks(child)
+			}
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// procTicks is utime+stime+cutime+cstime of /proc/PID/stat.
+func procTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
+	}
+	return ticks
 }
 
 // procKB reads a "Key: N kB" line of /proc/PID/file.

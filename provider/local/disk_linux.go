@@ -1,9 +1,12 @@
 package local
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -84,9 +87,12 @@ func diskUsage(dirs []string) int64 {
 
 // diskWatch enforces disk_max inside the sandbox. Walking the directories
 // costs time, so it walks every few seconds, and sooner when the file
-// system's free space fell by more than the room left under the limit (a
-// statfs every 100 ms, which is cheap): a job that writes fast is caught
-// within a fraction of a second of crossing the limit.
+// system's free space fell by more than the room left under the limit: a
+// job that writes fast is caught within a fraction of a second of crossing
+// the limit. Berth's diskPoller watches the free space for all sandboxes
+// at once (host, one statfs every 100 ms in berth); without it (no socket
+// given, or berth gone) the sandbox does a statfs every 100 ms itself,
+// which costs a timer wake-up each.
 type diskWatch struct {
 	limit int64
 	dirs  []string
@@ -94,29 +100,79 @@ type diskWatch struct {
 	// over is called with the usage when it exceeds the limit; it ends the
 	// job and empties the directories.
 	over func(used int64)
+	// host is this sandbox's end of berth's diskPoller socket; nil when
+	// the sandbox polls the free space itself.
+	host *os.File
+	// minEvery is the shortest time between two periodic walks (tests
+	// make it long, to see the free-space trigger alone at work).
+	minEvery time.Duration
+
+	used, freeAtWalk int64
+	every            time.Duration
+	lastWalk         time.Time
 }
 
 func (w *diskWatch) run() {
-	var used int64
-	var freeAtWalk int64 = -1
-	lastWalk := time.Time{}
-	every := 2 * time.Second
-	for ; ; time.Sleep(100 * time.Millisecond) {
-		free := freeBytes(w.dirs[0])
-		grew := freeAtWalk >= 0 && free >= 0 && freeAtWalk-free > w.limit-used
-		if !grew && time.Since(lastWalk) < every {
-			continue
+	if w.minEvery == 0 {
+		w.minEvery = 2 * time.Second
+	}
+	w.freeAtWalk, w.every = -1, w.minEvery
+	if w.host != nil {
+		w.hostPaced()
+		w.log.Info("berth's disk poller is gone; the sandbox watches the free space itself")
+	}
+	w.selfPaced()
+}
+
+// walk measures the directories and ends the job when they are over the
+// limit.
+func (w *diskWatch) walk() {
+	start := time.Now()
+	w.used = diskUsage(w.dirs)
+	took := time.Since(start)
+	w.lastWalk, w.freeAtWalk = time.Now(), freeBytes(w.dirs[0])
+	// Walking a large tree must not become the sandbox's main work.
+	w.every = max(w.minEvery, 20*took)
+	if w.used > w.limit {
+		w.log.Warn("job over disk_max: killing it and emptying /berth and /tmp", "used", w.used, "disk_max", w.limit, "walk_took", took.String())
+		w.over(w.used)
+		w.used, w.freeAtWalk = 0, -1
+	}
+}
+
+// hostPaced walks after every request of berth's poller and every
+// w.every, and reports each walk. It returns when berth is gone.
+func (w *diskWatch) hostPaced() {
+	var report [diskReportSize]byte
+	var msg [64]byte
+	for {
+		w.walk()
+		free := w.freeAtWalk
+		if free < 0 {
+			free = -1 // statfs failed: berth cannot compare; walks go on
 		}
-		start := time.Now()
-		used = diskUsage(w.dirs)
-		took := time.Since(start)
-		lastWalk, freeAtWalk = time.Now(), freeBytes(w.dirs[0])
-		// Walking a large tree must not become the sandbox's main work.
-		every = max(2*time.Second, 20*took)
-		if used > w.limit {
-			w.log.Warn("job over disk_max: killing it and emptying /berth and /tmp", "used", used, "disk_max", w.limit, "walk_took", took.String())
-			w.over(used)
-			used, freeAtWalk = 0, -1
+		binary.LittleEndian.PutUint64(report[0:8], uint64(free))
+		binary.LittleEndian.PutUint64(report[8:16], uint64(w.limit-w.used))
+		if _, err := w.host.Write(report[:]); err != nil {
+			w.host.Close()
+			return
+		}
+		w.host.SetReadDeadline(time.Now().Add(w.every))
+		if _, err := w.host.Read(msg[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			w.host.Close()
+			return
+		}
+	}
+}
+
+// selfPaced walks every w.every, and at once when a statfs every 100 ms
+// sees the free space fall by more than the room left.
+func (w *diskWatch) selfPaced() {
+	for ; ; time.Sleep(diskPollInterval) {
+		free := freeBytes(w.dirs[0])
+		grew := w.freeAtWalk >= 0 && free >= 0 && w.freeAtWalk-free > w.limit-w.used
+		if grew || time.Since(w.lastWalk) >= w.every {
+			w.walk()
 		}
 	}
 }

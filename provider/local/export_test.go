@@ -14,3 +14,14 @@ func Watches(p *Provider) int {
 	defer w.mu.Unlock()
 	return len(w.ids)
 }
+
+// DiskPolled returns how many sandboxes p's disk poller serves.
+func DiskPolled(p *Provider) int {
+	p.mu.Lock()
+	d := p.disks
+	p.mu.Unlock()
+	if d == nil {
+		return 0
+	}
+	return d.watched()
+}

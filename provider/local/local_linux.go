@@ -59,14 +59,19 @@ type Provider struct {
 	slots      int   // capacity_per_instance, 0 when unknown
 	log        *slog.Logger
 
-	mu      sync.Mutex
-	locks   map[string]*sync.Mutex // per-instance operation locks
-	watcher *readyWatcher          // set by Notify; nil until someone listens
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex // per-instance operation locks
+	watcher  *readyWatcher          // set by Notify; nil until someone listens
+	disks    *diskPoller            // made by the first start with disk_max
+	noDisks  bool                   // making it failed: sandboxes poll themselves
+	seen     map[string]*observed   // Update's cache, see observed
+	children map[string]child       // sandboxes this process started, by ID
 }
 
 // New returns an uninitialised local provider.
 func New() *Provider {
-	return &Provider{locks: map[string]*sync.Mutex{}, log: slog.Default().With("provider", Name)}
+	return &Provider{locks: map[string]*sync.Mutex{}, seen: map[string]*observed{}, children: map[string]child{},
+		log: slog.Default().With("provider", Name)}
 }
 
 var idPattern = regexp.MustCompile(`^local-[0-9a-f]{10}$`)
@@ -244,7 +249,7 @@ func (p *Provider) probe(ctx context.Context) error {
 	}
 	sc := p.sandboxConfig("probe", "")
 	sc.Dir = dir
-	cmd, err := p.command(dir, nil, "", sc)
+	cmd, err := p.command(dir, nil, "", sc, nil)
 	if err != nil {
 		return err
 	}
@@ -302,11 +307,11 @@ func (p *Provider) chownInstance(dir string) error {
 // configuration through a pipe, the pid and ready files opened for writing,
 // the disk and tmp directories as O_PATH descriptors. The new process gets
 // its own session so that it outlives berth.
-func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxConfig) (*exec.Cmd, error) {
-	if err := p.ensureImagesDir(dir); err != nil {
-		return nil, err
-	}
+func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxConfig, diskPoll *os.File) (*exec.Cmd, error) {
 	var files []*os.File
+	if diskPoll != nil {
+		files = append(files, diskPoll)
+	}
 	fail := func(err error) (*exec.Cmd, error) {
 		for _, f := range files {
 			if f != nil {
@@ -314,6 +319,9 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 			}
 		}
 		return nil, err
+	}
+	if err := p.ensureImagesDir(dir); err != nil {
+		return fail(err)
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -376,6 +384,9 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 		f := os.NewFile(uintptr(fd), name)
 		files = append(files, f)
 		extra = append(extra, f)
+	}
+	if diskPoll != nil {
+		extra = append(extra, diskPoll) // diskPollFD
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"berth-sandbox", sc.ID}
@@ -593,7 +604,9 @@ func (p *Provider) start(m *meta) error {
 		// its jobs' processes with RLIMIT_NPROC instead.
 		sc.NProc = p.pidsMax()
 	}
-	cmd, err := p.command(dir, lnFile, m.Cgroup, sc)
+	diskPoll := p.diskPollFor(m.ID, filepath.Join(dir, diskDir))
+	sc.DiskPoller = diskPoll != nil
+	cmd, err := p.command(dir, lnFile, m.Cgroup, sc, diskPoll)
 	if err != nil {
 		return err
 	}
@@ -606,7 +619,9 @@ func (p *Provider) start(m *meta) error {
 	// sandbox); after a berth restart the init process (or a subreaper)
 	// does that.
 	pid := cmd.Process.Pid
-	if _, err := reapInBackground(cmd); err != nil {
+	if done, err := reapInBackground(cmd); err == nil {
+		p.startedChild(m.ID, pid, done)
+	} else {
 		// A kernel without pidfds (before 5.3): a blocking wait, which
 		// costs a thread per sandbox but works.
 		p.log.Warn("cannot wait for the sandbox through a pidfd; waiting with a thread of its own", "id", m.ID, "err", err)
@@ -679,57 +694,6 @@ func (p *Provider) Update(ctx context.Context, fn func(id string, s provider.Sta
 		}
 	}
 	return nil
-}
-
-func (p *Provider) observe(id string) (provider.State, bool) {
-	defer p.lock(id)()
-	m, err := readMeta(p.instDir(id))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", false // deleted meanwhile
-	}
-	if err != nil {
-		p.log.Warn("unreadable instance", "id", id, "err", err)
-		return provider.StateTimeout, true
-	}
-	switch m.State {
-	case wantDeleting:
-		if err := p.destroy(m); err != nil {
-			p.log.Warn("finish deletion", "id", id, "err", err)
-			return provider.StateDeleting, true
-		}
-		return provider.StateDeleted, true
-	case wantSuspended:
-		if p.running(m) && (m.Cgroup == "" || !cgroupFrozen(m.Cgroup)) {
-			if err := p.stop(m); err != nil {
-				p.log.Warn("re-suspend", "id", id, "err", err)
-			}
-		}
-		return provider.StateSuspended, true
-	}
-	if m.Cgroup != "" && cgroupFrozen(m.Cgroup) {
-		if err := cgroupFreeze(m.Cgroup, false); err != nil {
-			p.log.Warn("thaw", "id", id, "err", err)
-		}
-	}
-	booting := provider.State(m.Boot)
-	if booting == "" {
-		booting = provider.StateCreating
-	}
-	if !p.running(m) {
-		if m.PID == 0 && time.Since(m.StartedAt) < bootTimeout {
-			return booting, true
-		}
-		return provider.StateTimeout, true
-	}
-	if _, err := os.Stat(filepath.Join(p.instDir(id), readyFile)); err == nil {
-		if b, _ := os.ReadFile(filepath.Join(p.instDir(id), readyFile)); len(b) > 0 {
-			return provider.StateRunning, true
-		}
-	}
-	if time.Since(m.StartedAt) > bootTimeout {
-		return provider.StateTimeout, true
-	}
-	return booting, true
 }
 
 // stop suspends the sandbox of m: freeze its cgroup when there is one,
@@ -828,6 +792,7 @@ func (p *Provider) destroy(m *meta) error {
 	if p.cgroups != nil {
 		p.cgroups.tidy()
 	}
+	p.forget(m.ID)
 	p.mu.Lock()
 	delete(p.locks, m.ID)
 	p.mu.Unlock()
@@ -1057,7 +1022,41 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		p.watcher.close()
 		p.watcher = nil
 	}
+	if p.disks != nil {
+		p.disks.close()
+		p.disks = nil
+	}
 	return nil
+}
+
+// diskPollFor registers the sandbox about to start for instance id with
+// the provider's diskPoller and returns the sandbox's end of its socket, or
+// nil when the sandbox is to watch the free space itself (no disk_max, a
+// disk on another file system, or no poller).
+func (p *Provider) diskPollFor(id, disk string) *os.File {
+	if p.diskMax <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	if p.disks == nil && !p.noDisks {
+		d, err := newDiskPoller(filepath.Join(p.dir, "instances"), p.log)
+		if err != nil {
+			p.log.Warn("cannot watch the instances' disk space for all sandboxes at once; each sandbox polls it itself", "err", err)
+			p.noDisks = true
+		}
+		p.disks = d
+	}
+	d := p.disks
+	p.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	f, err := d.add(id, disk)
+	if err != nil {
+		p.log.Warn("sandbox polls the disk's free space itself", "id", id, "err", err)
+		return nil
+	}
+	return f
 }
 
 var _ provider.Suspender = (*Provider)(nil)

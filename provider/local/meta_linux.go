@@ -72,6 +72,10 @@ type sandboxConfig struct {
 	// the sandbox binds Dir's disk and tmp by path.
 	Dir            string `json:"dir"`
 	DetachedMounts bool   `json:"detached_mounts,omitempty"`
+	// DiskPoller says that diskPollFD is berth's diskPoller socket: the
+	// sandbox reports its disk walks there instead of polling the free
+	// space itself.
+	DiskPoller bool `json:"disk_poller,omitempty"`
 }
 
 // Files in an instance directory.

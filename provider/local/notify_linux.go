@@ -29,8 +29,13 @@ type readyWatcher struct {
 	log  *slog.Logger
 
 	mu  sync.Mutex
-	fn  func(id string, s provider.State)
 	ids map[int32]watched // by watch descriptor
+
+	// fnMu guards fn and is held while fn runs; it is not mu, so that
+	// starting sandboxes (watch) does not wait for the listener (the
+	// fleet's fn takes the fleet's lock, which a burst keeps busy).
+	fnMu sync.Mutex
+	fn   func(id string, s provider.State)
 }
 
 // watched is an instance directory being watched.
@@ -45,9 +50,9 @@ func newReadyWatcher(log *slog.Logger) (*readyWatcher, error) {
 }
 
 func (w *readyWatcher) setFn(fn func(id string, s provider.State)) {
-	w.mu.Lock()
+	w.fnMu.Lock()
 	w.fn = fn
-	w.mu.Unlock()
+	w.fnMu.Unlock()
 }
 
 // watch starts watching instance id's directory for its ready file.
@@ -95,12 +100,12 @@ func (w *readyWatcher) withFD(fn func(fd int) error) error {
 	return ferr
 }
 
-// emit calls the registered function, if any. It holds the lock while fn
+// emit calls the registered function, if any. It holds fnMu while fn
 // runs, so that once setFn returned the function it replaced is not called
-// any more (fn is quick and does not call the provider).
+// any more (fn does not call the provider).
 func (w *readyWatcher) emit(id string, s provider.State) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.fnMu.Lock()
+	defer w.fnMu.Unlock()
 	if w.fn != nil {
 		w.fn(id, s)
 	}

@@ -34,6 +34,8 @@ const (
 	readyFD    = 6 // the instance's ready marker, for writing
 	diskFD     = 7 // the instance's disk directory (O_PATH), mounted at /berth
 	tmpFD      = 8 // the instance's tmp directory (O_PATH), mounted at /tmp
+	// imagesFD (9) is the image cache directory, see jobroot_linux.go.
+	diskPollFD = 10 // berth's diskPoller socket, when sandboxConfig.DiskPoller
 )
 
 // RunSandboxIfRequested turns the process into a sandbox when it was started
@@ -80,6 +82,16 @@ func runSandbox(log *slog.Logger) error {
 	}
 	cf.Close()
 	log = log.With("instance", cfg.ID)
+	// Before anything starts a process: nothing the sandbox starts may
+	// inherit berth's disk poller socket.
+	var diskHost *os.File
+	if cfg.DiskPoller {
+		if err := unix.SetNonblock(diskPollFD, true); err != nil {
+			return fmt.Errorf("disk poller socket: %w", err)
+		}
+		unix.CloseOnExec(diskPollFD)
+		diskHost = os.NewFile(diskPollFD, "disk-poller")
+	}
 	signal.Ignore(fatalSignals...)
 	if err := limitNoFile(); err != nil {
 		return err
@@ -165,7 +177,7 @@ func runSandbox(log *slog.Logger) error {
 	}
 	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs}
 	if cfg.DiskMax > 0 {
-		w := &diskWatch{limit: cfg.DiskMax, dirs: diskDirs, log: log,
+		w := &diskWatch{limit: cfg.DiskMax, dirs: diskDirs, log: log, host: diskHost,
 			over: func(used int64) { s.diskOver(used, cfg.DiskMax) }}
 		go w.run()
 	}
