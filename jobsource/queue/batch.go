@@ -5,8 +5,6 @@ import (
 	"context"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/berth-ci/berth/jobsource"
 )
 
@@ -17,7 +15,9 @@ var _ jobsource.BatchRequester = (*Queue)(nil)
 // environment: that job is left for Request or RequestResume, which take
 // one at a time, so that two jobs resuming the same environment are never
 // taken together and plain jobs never pass a resume job. With no plain job
-// at the head of the queue it returns no job and no error.
+// at the head of the queue it returns no job and no error. It may return
+// fewer than n jobs although more are queued (a damaged entry met on the
+// way, or etcd's bound on the keys of one transaction); callers ask again.
 //
 // One commit for a burst instead of one per job: with 1,000 jobs queued the
 // job loop's take was the serial step between submit and running (issue 23).
@@ -35,24 +35,26 @@ func (q *Queue) RequestBatch(ctx context.Context, n int) ([]jobsource.Job, error
 	}
 	var got []taken
 	now := time.Now().UTC()
-	err := q.update(func(tx *bolt.Tx) error {
+	if err := q.takeOverOnce(); err != nil {
+		return nil, q.storeError("take jobs from the queue", err)
+	}
+	if m := q.st.maxOps(); m > 0 {
+		n = min(n, max(1, m/3)) // three keys written per job
+	}
+	err := q.leaderUpdate(func(tx tx) error {
 		got = got[:0]
-		c := tx.Bucket(bucketQueued).Cursor()
-		// Deleting under a cursor moves it: seek past the last key seen instead.
-		var after []byte
-		for len(got) < n {
-			k, v := c.First()
-			if after != nil {
-				k, v = c.Seek(after)
-				if k != nil && bytes.Equal(k, after) {
-					k, v = c.Next()
-				}
+		var keys [][]byte
+		err := tx.scan(bucketQueued, false, func(k, v []byte) (bool, error) {
+			if bytes.Equal(v, queuedResume) {
+				return false, nil
 			}
-			if k == nil || bytes.Equal(v, queuedResume) {
-				return nil
-			}
-			key := append([]byte(nil), k...)
-			after = key
+			keys = append(keys, append([]byte(nil), k...))
+			return len(keys) < n, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, key := range keys {
 			rec, sc, err := q.takeIn(tx, key, now)
 			if err != nil {
 				return err

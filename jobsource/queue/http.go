@@ -3,9 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/berth-ci/berth/api"
@@ -151,12 +149,7 @@ func (q *Queue) handleLog(w http.ResponseWriter, r *http.Request) {
 		// ordinary requests, not for this stream.
 		_ = rc.SetWriteDeadline(time.Time{})
 	}
-	var f *os.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
+	var offset int64 // how much of the log was sent
 	for {
 		// Take the wake-up channels before looking, so a change between the
 		// look and the wait is not missed.
@@ -170,22 +163,16 @@ func (q *Queue) handleLog(w http.ResponseWriter, r *http.Request) {
 			// Headers may be sent already; ending the stream is all we can do.
 			return
 		}
-		if f == nil {
-			f, err = os.Open(q.logPath(id))
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				q.log.Warn("cannot read job log", "job", id, "err", err)
-				if !follow {
-					api.WriteError(w, http.StatusInternalServerError, fmt.Sprintf("cannot read the log of job %s: %v", id, err))
-				}
-				return
+		// Done is read before copying: Finish closes the log before the
+		// state turns final, so this copy then reaches the true end.
+		n, err := q.st.readLog(id, offset, w)
+		offset += n
+		if err != nil {
+			q.log.Warn("cannot read job log", "job", id, "err", err)
+			if !follow && offset == 0 {
+				api.WriteError(w, http.StatusInternalServerError, fmt.Sprintf("cannot read the log of job %s: %v", id, err))
 			}
-		}
-		if f != nil {
-			// Done is read before copying: Finish closes the log before the
-			// state turns final, so this copy then reaches the true end.
-			if _, err := io.Copy(w, f); err != nil {
-				return
-			}
+			return
 		}
 		if !follow || rec.State.Done() {
 			return
