@@ -406,7 +406,9 @@ func (t *etcdTx) get(bucket, k []byte) ([]byte, error) {
 }
 
 func (t *etcdTx) put(bucket, k, v []byte) error {
-	t.set(t.b.key(bucket, k), bytes.Clone(v))
+	c := make([]byte, len(v)) // never nil: nil means delete
+	copy(c, v)
+	t.set(t.b.key(bucket, k), c)
 	return nil
 }
 
