@@ -532,12 +532,12 @@ func (t *etcdTx) commit(f *fenceProof) error {
 			dels++
 		}
 	}
-	txn := t.b.cli.Txn(t.ctx)
+	var orElse []clientv3.Op
 	if f != nil {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(f.key), "=", f.rev))
-		txn = txn.Else(clientv3.OpGet(f.key))
+		orElse = append(orElse, clientv3.OpGet(f.key))
 	}
-	resp, err := txn.If(cmps...).Then(ops...).Commit()
+	resp, err := t.b.cli.Txn(t.ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 	if err != nil {
 		return err
 	}

@@ -60,12 +60,12 @@ func (b *etcdBackend) putChunk(ctx context.Context, id string, at int64, data []
 		}
 		key := b.chunkKey(id, at)
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
-		txn := b.cli.Txn(ctx)
+		var orElse []clientv3.Op
 		if f != nil {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(f.key), "=", f.rev))
-			txn = txn.Else(clientv3.OpGet(f.key))
+			orElse = append(orElse, clientv3.OpGet(f.key))
 		}
-		resp, err := txn.If(cmps...).Then(clientv3.OpPut(key, string(data))).Commit()
+		resp, err := b.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(data))).Else(orElse...).Commit()
 		if err != nil {
 			return 0, err
 		}
