@@ -289,6 +289,38 @@ func TestEtcdTwoLeadersNeverHandOutAJobTwice(t *testing.T) {
 			t.Errorf("b's Finish of %s: %v", j.ID(), err)
 		}
 	}
+	// A job whose environment A parked before it lost its term gets its
+	// result back, as after a restart.
+	ok, err := b.q.RecoverResult(aJobs[1].ID(), jobsource.Result{EnvKey: "env-a", Instance: "i-a"})
+	if got, _ := b.q.Get(aJobs[1].ID()); err != nil || !ok || got.State != api.JobSuccess || got.EnvKey != "env-a" {
+		t.Errorf("RecoverResult after a failover = %v, %v; job %+v", ok, err, got)
+	}
+}
+
+// A manager that leads again keeps the jobs it still runs: TakeOver fails
+// only jobs nobody here runs.
+func TestEtcdTakeOverKeepsTheJobsThisManagerRuns(t *testing.T) {
+	prefix := newPrefix(t)
+	a := newManager(t, prefix, "a")
+	other := openEtcd(t, prefix+"queue/", nil) // a manager that led before, fence-free here
+	for range 2 {
+		if _, err := other.Submit(api.JobRequest{Script: "true"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan := request(t, other) // its manager is gone
+	a.lead(t)
+	mine := request(t, a.q) // TakeOver ran first: the orphan failed
+	if got, _ := a.q.Get(orphan.ID()); got.State != api.JobFailed || got.Reason != queue.FailoverReason {
+		t.Errorf("the previous leader's job after the takeover: %+v", got)
+	}
+	failed, err := a.q.TakeOver() // a new term of the same manager
+	if err != nil || len(failed) != 0 {
+		t.Errorf("TakeOver again = %v, %v; want nothing failed", failed, err)
+	}
+	if err := mine.Finish(ctx(t), jobsource.Result{}); err != nil {
+		t.Errorf("Finish of a job kept across TakeOver: %v", err)
+	}
 }
 
 // Two optimistic takers on one prefix (no fence: both succeed at writing)

@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -165,8 +166,12 @@ func (q *Queue) handleLog(w http.ResponseWriter, r *http.Request) {
 		}
 		// Done is read before copying: Finish closes the log before the
 		// state turns final, so this copy then reaches the true end.
-		n, err := q.st.readLog(id, offset, w)
+		out := &sendWriter{w: w}
+		n, err := q.st.readLog(id, offset, out)
 		offset += n
+		if out.err != nil {
+			return // the client went away
+		}
 		if err != nil {
 			q.log.Warn("cannot read job log", "job", id, "err", err)
 			if !follow && offset == 0 {
@@ -215,4 +220,19 @@ func (q *Queue) writeError(w http.ResponseWriter, err error) {
 		q.log.Error("queue request failed", "err", err)
 		api.WriteError(w, http.StatusInternalServerError, err.Error())
 	}
+}
+
+// sendWriter remembers a failed write to the client, so that a client
+// going away is told apart from a log that cannot be read.
+type sendWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *sendWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return n, err
 }
