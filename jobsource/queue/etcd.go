@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,6 +147,12 @@ func (q *Queue) EtcdStats() EtcdStats {
 func (b *etcdBackend) init(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
 	defer cancel()
+	// The fleet's state (ha.Store) keeps meta/id under its prefix: a queue
+	// there would mix its keys with the state's, which refuses keys it
+	// does not know.
+	if resp, err := b.cli.Get(ctx, b.prefix+"meta/id", clientv3.WithCountOnly()); err == nil && resp.Count > 0 {
+		return fmt.Errorf("open queue in etcd: prefix %q holds berth's fleet state (%smeta/id): give the queue its own prefix, such as %squeue/", b.prefix, b.prefix, b.prefix)
+	}
 	ver := b.prefix + "meta/version"
 	resp, err := b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(ver), "=", 0)).
@@ -255,6 +262,10 @@ func (b *etcdBackend) update(kind writeKind, fn func(tx) error) error {
 		}
 		if attempt >= etcdRetries {
 			return fmt.Errorf("the write conflicted with other managers' writes %d times in a row: %w", attempt, err)
+		}
+		if attempt > 3 {
+			// Writers that keep colliding take turns rather than spin.
+			time.Sleep(time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond))))
 		}
 	}
 }

@@ -487,3 +487,21 @@ func TestEtcdStandbySubmitAndCancelReachTheLeader(t *testing.T) {
 		t.Fatal("the cancel asked of the standby never reached the running job")
 	}
 }
+
+// The queue refuses the fleet state's own prefix: their keys would mix.
+func TestEtcdQueueRefusesTheFleetStatePrefix(t *testing.T) {
+	prefix := newPrefix(t)
+	cli := etcdClient(t)
+	if _, err := ha.OpenStore(ctx(t), cli, prefix); err != nil {
+		t.Fatal(err)
+	}
+	_, err := queue.OpenEtcd(ctx(t), cli, prefix, nil)
+	if err == nil || !strings.Contains(err.Error(), prefix+"queue/") {
+		t.Fatalf("OpenEtcd on the state's prefix = %v, want a refusal naming %squeue/", err, prefix)
+	}
+	q, err := queue.OpenEtcd(ctx(t), cli, prefix+"queue/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+}
