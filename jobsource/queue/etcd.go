@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -64,6 +65,9 @@ const (
 	etcdRetries = 100
 	// scanPage is how many keys one range request of a scan returns.
 	scanPage = 256
+	// scriptPrefetch is how many jobs' scripts a list reads in one
+	// request; it bounds the response, since scripts may be large.
+	scriptPrefetch = 64
 )
 
 // errConflict: a key the transaction read changed before it committed.
@@ -445,8 +449,12 @@ func (t *etcdTx) scan(bucket []byte, reverse bool, fn func(k, v []byte) (bool, e
 	from, to := start, end
 	var last string
 	stopped := false
+	page := int64(scanPage)
+	if !t.write && bytes.Equal(bucket, bucketJobs) {
+		page = scriptPrefetch // each page's scripts come in one request
+	}
 	for !stopped {
-		opts := []clientv3.OpOption{clientv3.WithRange(to), clientv3.WithLimit(scanPage)}
+		opts := []clientv3.OpOption{clientv3.WithRange(to), clientv3.WithLimit(page)}
 		if reverse {
 			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 		}
@@ -456,6 +464,11 @@ func (t *etcdTx) scan(bucket []byte, reverse bool, fn func(k, v []byte) (bool, e
 		}
 		if t.rev == 0 {
 			t.rev = resp.Header.Revision
+		}
+		if !t.write && bytes.Equal(bucket, bucketJobs) {
+			if err := t.prefetchScripts(resp.Kvs); err != nil {
+				return err
+			}
 		}
 		for _, kv := range resp.Kvs {
 			last = string(kv.Key)
@@ -498,6 +511,44 @@ func (t *etcdTx) scan(bucket []byte, reverse bool, fn func(k, v []byte) (bool, e
 		t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(lo).WithRange(hi), "<", t.rev+1))
 	}
 	return nil
+}
+
+// prefetchScripts reads the scripts of a page of jobs in one range
+// request, so that a list of 100 jobs costs a few round trips, not 100.
+// Only read transactions do it: a write would have to compare every key.
+func (t *etcdTx) prefetchScripts(jobs []*mvccpb.KeyValue) error {
+	const most = scriptPrefetch
+	if len(jobs) == 0 {
+		return nil
+	}
+	jobs = jobs[:min(len(jobs), most)]
+	lo, hi := t.scriptKey(jobs[0].Key), t.scriptKey(jobs[len(jobs)-1].Key)
+	if lo > hi {
+		lo, hi = hi, lo
+	}
+	resp, err := t.b.cli.Get(t.ctx, lo, t.at(clientv3.WithRange(hi+"\x00"), clientv3.WithLimit(most))...)
+	if err != nil {
+		return &readError{err}
+	}
+	if resp.More {
+		return nil // a sparse range: read the scripts one by one
+	}
+	for _, kv := range jobs {
+		t.values[t.scriptKey(kv.Key)] = nil
+	}
+	for _, kv := range resp.Kvs {
+		v := kv.Value
+		if v == nil {
+			v = []byte{}
+		}
+		t.values[string(kv.Key)] = v
+	}
+	return nil
+}
+
+// scriptKey is the key of the script of the job under jobKey.
+func (t *etcdTx) scriptKey(jobKey []byte) string {
+	return t.b.bucketPrefix(bucketScripts) + strings.TrimPrefix(string(jobKey), t.b.bucketPrefix(bucketJobs))
 }
 
 func (t *etcdTx) nextSequence() (uint64, error) {

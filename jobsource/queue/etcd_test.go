@@ -505,3 +505,33 @@ func TestEtcdQueueRefusesTheFleetStatePrefix(t *testing.T) {
 	}
 	q.Close()
 }
+
+// A list reads jobs and their scripts page by page: across pages every
+// job comes with its own script, oldest first.
+func TestEtcdListAcrossPages(t *testing.T) {
+	q := openEtcd(t, newPrefix(t), nil)
+	const n = 150
+	for i := 1; i <= n; i++ {
+		if _, err := q.Submit(api.JobRequest{Script: "echo " + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := q.Cancel(strconv.Itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	all, err := q.List("", 0)
+	if err != nil || len(all) != n {
+		t.Fatalf("List = %d jobs, %v; want %d", len(all), err, n)
+	}
+	for i, j := range all {
+		if j.ID != strconv.Itoa(i+1) || j.Script != "echo "+j.ID {
+			t.Fatalf("job %d of the list is %s with script %q", i, j.ID, j.Script)
+		}
+	}
+	canceled, err := q.List(api.JobCanceled, 70)
+	if err != nil || len(canceled) != 70 || canceled[69].ID != "150" || canceled[0].ID != "12" || canceled[0].Script != "echo 12" {
+		t.Fatalf("List(canceled, 70) = %d jobs from %v to %v, %v", len(canceled), canceled[0], canceled[len(canceled)-1], err)
+	}
+}
