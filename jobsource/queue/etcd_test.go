@@ -535,3 +535,52 @@ func TestEtcdListAcrossPages(t *testing.T) {
 		t.Fatalf("List(canceled, 70) = %d jobs from %v to %v, %v", len(canceled), canceled[0], canceled[len(canceled)-1], err)
 	}
 }
+
+// A job this manager keeps running while it is briefly not the leader
+// (between two terms) loses no output: chunks that could not be written
+// wait and go out with the next term's fence.
+func TestEtcdLogSurvivesAGapBetweenTerms(t *testing.T) {
+	prefix := newPrefix(t)
+	cli := etcdClient(t)
+	put := func(key string) int64 {
+		resp, err := cli.Put(ctx(t), key, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	var mu sync.Mutex
+	key, rev, leads := prefix+"election/1", put(prefix+"election/1"), true
+	fence := func() (string, int64, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return key, rev, leads
+	}
+	q := openEtcd(t, prefix+"queue/", fence)
+	_, c := serve(t, q)
+	sub, err := q.Submit(api.JobRequest{Script: "yes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := request(t, q)
+	out := bytes.Repeat([]byte("0123456789abcde\n"), 6<<10) // 96 KiB: past a chunk
+	mu.Lock()
+	leads = false
+	mu.Unlock()
+	j.Log().Write(out[:70<<10]) // a full chunk: its write is refused, kept
+	mu.Lock()
+	key, rev, leads = prefix+"election/2", put(prefix+"election/2"), true
+	mu.Unlock()
+	j.Log().Write(out[70<<10:])
+	if err := j.Finish(ctx(t), jobsource.Result{}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := q.Get(sub.ID)
+	var log bytes.Buffer
+	if err := c.Log(ctx(t), sub.ID, false, &log); err != nil {
+		t.Fatal(err)
+	}
+	if got.State != api.JobSuccess || !bytes.Equal(log.Bytes(), out) {
+		t.Errorf("job %s %q, log of %d bytes; want success and the %d bytes written", got.State, got.Reason, log.Len(), len(out))
+	}
+}

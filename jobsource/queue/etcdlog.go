@@ -83,15 +83,21 @@ func (b *etcdBackend) putChunk(ctx context.Context, id string, at int64, data []
 }
 
 func (b *etcdBackend) openLog(id string) (logSink, error) {
-	var f *fenceProof
-	if b.fence != nil {
-		key, rev, ok := b.fence()
-		if !ok {
-			return nil, ErrNotLeader
-		}
-		f = &fenceProof{key, rev}
+	return &etcdLog{b: b, id: id, at: -1}, nil
+}
+
+// proof returns the fence a leader write proves now: the current term's,
+// so that a job this manager kept running across its terms goes on
+// logging. nil without fencing.
+func (b *etcdBackend) proof() (*fenceProof, error) {
+	if b.fence == nil {
+		return nil, nil
 	}
-	return &etcdLog{b: b, id: id, at: -1, fence: f}, nil
+	key, rev, ok := b.fence()
+	if !ok {
+		return nil, ErrNotLeader
+	}
+	return &fenceProof{key, rev}, nil
 }
 
 func (b *etcdBackend) appendNote(id, note string) error {
@@ -142,62 +148,66 @@ func (b *etcdBackend) removeLog(id string) (bool, error) {
 
 // etcdLog is a job's log being written to etcd: output gathers in memory
 // and goes out as a chunk once it fills one, or logFlushDelay after it came.
+// A failed write (etcd unreachable, no term) keeps the output and is tried
+// again at the next flush: the job's log limit bounds what waits. Only
+// Close reports output that could not be written.
 type etcdLog struct {
-	b     *etcdBackend
-	id    string
-	fence *fenceProof
+	b  *etcdBackend
+	id string
 
 	mu     sync.Mutex
 	buf    []byte
 	at     int64 // where the next chunk goes; -1 until known
 	timer  *time.Timer
-	err    error // the first failed write; later output is dropped
+	err    error // the last failed write, nil once one worked
 	closed bool
 }
 
 func (l *etcdLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
-		return 0, l.err
-	}
 	if l.closed {
 		return 0, errors.New("write to a closed log")
 	}
 	l.buf = append(l.buf, p...)
-	if len(l.buf) >= logChunkBytes {
-		if err := l.flushLocked(false); err != nil {
-			return 0, err
-		}
+	if len(l.buf) >= logChunkBytes && l.err == nil {
+		l.flushLocked(false)
 	}
-	if len(l.buf) > 0 && l.timer == nil {
-		l.timer = time.AfterFunc(logFlushDelay, func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.timer = nil
-			_ = l.flushLocked(true) // a failure is reported by the next Write or Close
-		})
-	}
+	l.armLocked()
 	return len(p), nil
 }
 
-// flushLocked writes the buffered output in chunks: only whole chunks
-// unless all is true.
-func (l *etcdLog) flushLocked(all bool) error {
-	if l.err != nil {
-		return l.err
+// armLocked makes sure buffered output is written within logFlushDelay.
+func (l *etcdLog) armLocked() {
+	if len(l.buf) == 0 || l.timer != nil || l.closed {
+		return
 	}
+	l.timer = time.AfterFunc(logFlushDelay, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.timer = nil
+		l.flushLocked(true)
+		l.armLocked() // what failed is tried again
+	})
+}
+
+// flushLocked writes the buffered output in chunks: only whole chunks
+// unless all is true. It keeps what it could not write.
+func (l *etcdLog) flushLocked(all bool) error {
 	ctx, cancel := context.WithTimeout(l.b.ctx, etcdOpTimeout)
 	defer cancel()
 	for len(l.buf) >= logChunkBytes || (all && len(l.buf) > 0) {
 		n := min(len(l.buf), logChunkBytes)
-		at, err := l.b.putChunk(ctx, l.id, l.at, l.buf[:n], l.fence)
+		f, err := l.b.proof()
+		at := l.at
+		if err == nil {
+			at, err = l.b.putChunk(ctx, l.id, l.at, l.buf[:n], f)
+		}
 		if err != nil {
 			l.err = fmt.Errorf("write log to etcd: %w", err)
-			l.buf = nil
 			return l.err
 		}
-		l.at = at
+		l.at, l.err = at, nil
 		l.buf = l.buf[n:]
 	}
 	if len(l.buf) == 0 {
@@ -213,7 +223,8 @@ func (l *etcdLog) Sync() error {
 	return l.flushLocked(true)
 }
 
-// Close writes everything buffered and stops further writes.
+// Close writes everything buffered and stops further writes; an error
+// means output was lost.
 func (l *etcdLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
