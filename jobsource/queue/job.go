@@ -179,6 +179,9 @@ func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
 		if r.Failure == jobsource.FailureNone && r.ExitCode <= 0 {
 			r.Failure = jobsource.FailureSystem
 			r.Message = "the script succeeded, but berth could not store its output; free space on the disk of berth's state dir and run the job again"
+			if _, ok := j.q.st.(*etcdBackend); ok {
+				r.Message = "the script succeeded, but berth could not store its output in etcd; check the etcd cluster (etcdctl endpoint health, alarm list) and run the job again"
+			}
 		}
 	}
 	j.mu.Unlock()
