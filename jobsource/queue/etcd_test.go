@@ -259,10 +259,29 @@ func TestEtcdTwoLeadersNeverHandOutAJobTwice(t *testing.T) {
 	if len(bJobs) != n-5 || len(handed) != n {
 		t.Errorf("b took %d jobs, %d handed out in all; want %d and %d", len(bJobs), len(handed), n-5, n)
 	}
+	checkFailedOver(t, b.q, aJobs)
+	for _, j := range bJobs {
+		if err := j.Finish(ctx(t), jobsource.Result{}); err != nil {
+			t.Errorf("b's Finish of %s: %v", j.ID(), err)
+		}
+	}
+	// A job whose environment A parked before it lost its term gets its
+	// result back, as after a restart.
+	ok, err := b.q.RecoverResult(aJobs[1].ID(), jobsource.Result{EnvKey: "env-a", Instance: "i-a"})
+	if got, _ := b.q.Get(aJobs[1].ID()); err != nil || !ok || got.State != api.JobSuccess || got.EnvKey != "env-a" {
+		t.Errorf("RecoverResult after a failover = %v, %v; job %+v", ok, err, got)
+	}
+}
+
+// checkFailedOver checks what a takeover left of the old leader's jobs:
+// the first one it finished keeps its result, the others failed for the
+// failover, with the reason in their state and their log.
+func checkFailedOver(t *testing.T, q *queue.Queue, aJobs []jobsource.Job) {
+	t.Helper()
 	// A's four unfinished jobs failed for the failover, with the reason,
 	// and the log says so; the one it finished kept its result.
 	for i, j := range aJobs {
-		got, err := b.q.Get(j.ID())
+		got, err := q.Get(j.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,24 +295,13 @@ func TestEtcdTwoLeadersNeverHandOutAJobTwice(t *testing.T) {
 			t.Errorf("a's running job %s after the takeover: %s %q, want failed with %q", j.ID(), got.State, got.Reason, queue.FailoverReason)
 		}
 	}
-	if in := b.q.Interrupted(); len(in) != 4 {
+	if in := q.Interrupted(); len(in) != 4 {
 		t.Errorf("Interrupted after the takeover lists %d jobs, want 4", len(in))
 	}
 	var log bytes.Buffer
-	_, c := serve(t, b.q)
+	_, c := serve(t, q)
 	if err := c.Log(ctx(t), aJobs[1].ID(), false, &log); err != nil || !strings.Contains(log.String(), queue.FailoverReason) {
 		t.Errorf("log of a failed-over job = %q, %v", log.String(), err)
-	}
-	for _, j := range bJobs {
-		if err := j.Finish(ctx(t), jobsource.Result{}); err != nil {
-			t.Errorf("b's Finish of %s: %v", j.ID(), err)
-		}
-	}
-	// A job whose environment A parked before it lost its term gets its
-	// result back, as after a restart.
-	ok, err := b.q.RecoverResult(aJobs[1].ID(), jobsource.Result{EnvKey: "env-a", Instance: "i-a"})
-	if got, _ := b.q.Get(aJobs[1].ID()); err != nil || !ok || got.State != api.JobSuccess || got.EnvKey != "env-a" {
-		t.Errorf("RecoverResult after a failover = %v, %v; job %+v", ok, err, got)
 	}
 }
 
