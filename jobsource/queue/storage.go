@@ -76,8 +76,9 @@ type backend interface {
 	// removeLog deletes job id's log and says whether there was one.
 	removeLog(id string) (bool, error)
 
-	// probe writes (or, for etcd, reads) to check the store works; size
-	// is how big the probe should be.
+	// probe checks the store can take a write now; size is how big the
+	// probe should be (a submit's size while writes fail). etcd reads
+	// instead while writes work.
 	probe(size int) error
 	// probeLogs checks job logs can be written.
 	probeLogs() error
