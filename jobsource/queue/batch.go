@@ -15,9 +15,9 @@ var _ jobsource.BatchRequester = (*Queue)(nil)
 // environment: that job is left for Request or RequestResume, which take
 // one at a time, so that two jobs resuming the same environment are never
 // taken together and plain jobs never pass a resume job. With no plain job
-// at the head of the queue it returns no job and no error. It may return
-// fewer than n jobs although more are queued (a damaged entry met on the
-// way, or etcd's bound on the keys of one transaction); callers ask again.
+// at the head of the queue it returns no job and no error. With etcd it
+// takes at most 40 at once (etcd's bound on the keys of one transaction);
+// callers ask again.
 //
 // One commit for a burst instead of one per job: with 1,000 jobs queued the
 // job loop's take was the serial step between submit and running (issue 23).
@@ -43,24 +43,24 @@ func (q *Queue) RequestBatch(ctx context.Context, n int) ([]jobsource.Job, error
 	}
 	err := q.leaderUpdate(func(tx tx) error {
 		got = got[:0]
-		var keys [][]byte
-		err := tx.scan(bucketQueued, false, func(k, v []byte) (bool, error) {
-			if bytes.Equal(v, queuedResume) {
-				return false, nil
-			}
-			keys = append(keys, append([]byte(nil), k...))
-			return len(keys) < n, nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, key := range keys {
-			rec, sc, err := q.takeIn(tx, key, now)
-			if err != nil {
+		// A scan does not see the transaction's own writes: skip the
+		// keys already handled, and scan again while damaged or
+		// dangling entries left the batch short.
+		done := map[string]bool{}
+		for len(got) < n {
+			keys, err := plainHead(tx, n-len(got), done)
+			if err != nil || len(keys) == 0 {
 				return err
 			}
-			if rec != nil {
-				got = append(got, taken{key, rec, sc})
+			for _, key := range keys {
+				done[string(key)] = true
+				rec, sc, err := q.takeIn(tx, key, now)
+				if err != nil {
+					return err
+				}
+				if rec != nil {
+					got = append(got, taken{key, rec, sc})
+				}
 			}
 		}
 		return nil
@@ -82,4 +82,21 @@ func (q *Queue) RequestBatch(ctx context.Context, n int) ([]jobsource.Job, error
 		q.changed.fire()
 	}
 	return jobs, nil
+}
+
+// plainHead returns up to n keys of the queued index from its head, up to
+// the first job that resumes an environment, leaving out the keys in skip.
+func plainHead(tx tx, n int, skip map[string]bool) ([][]byte, error) {
+	var keys [][]byte
+	err := tx.scan(bucketQueued, false, func(k, v []byte) (bool, error) {
+		if skip[string(k)] {
+			return true, nil
+		}
+		if bytes.Equal(v, queuedResume) {
+			return false, nil
+		}
+		keys = append(keys, append([]byte(nil), k...))
+		return len(keys) < n, nil
+	})
+	return keys, err
 }
