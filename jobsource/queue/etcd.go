@@ -121,6 +121,8 @@ type etcdBackend struct {
 	cancel   context.CancelFunc
 	stopped  atomic.Bool
 	watching sync.WaitGroup
+	// watchFrom is the revision the watch goes on from (watch's own).
+	watchFrom int64
 
 	// submitMu lines up this manager's submits: they all write meta/seq,
 	// so in parallel they would only conflict and retry.
@@ -164,6 +166,7 @@ func (b *etcdBackend) init(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open queue in etcd under %q: %w; check ha.etcd_endpoints and that the cluster is healthy (etcdctl endpoint health)", b.prefix, err)
 	}
+	b.watchFrom = resp.Header.Revision + 1
 	if resp.Succeeded {
 		return nil
 	}
@@ -325,12 +328,19 @@ func (b *etcdBackend) close() error {
 func (b *etcdBackend) watch() {
 	defer b.watching.Done()
 	for b.ctx.Err() == nil {
-		wch := b.cli.Watch(clientv3.WithRequireLeader(b.ctx), b.prefix, clientv3.WithPrefix())
+		// From the revision after the last one seen (at first, the
+		// open's): a change made before the watch reached etcd still
+		// wakes the waiters.
+		wch := b.cli.Watch(clientv3.WithRequireLeader(b.ctx), b.prefix, clientv3.WithPrefix(), clientv3.WithRev(b.watchFrom))
 		for resp := range wch {
+			if resp.CompactRevision > 0 {
+				b.watchFrom = resp.CompactRevision // history gone: go on from what is left
+			}
 			if resp.Err() != nil {
 				break
 			}
 			for _, ev := range resp.Events {
+				b.watchFrom = ev.Kv.ModRevision + 1
 				b.onEvent(ev.Type == clientv3.EventTypePut, ev.Kv.Key, ev.Kv.Value)
 			}
 			b.q.changed.fire()
