@@ -26,6 +26,8 @@ func (t boltTx) get(bucket, key []byte) ([]byte, error) {
 	return b.Get(key), nil
 }
 
+func (t boltTx) peek(bucket, key []byte) ([]byte, error) { return t.get(bucket, key) }
+
 func (t boltTx) put(bucket, key, value []byte) error {
 	b := t.tx.Bucket(bucket)
 	if b == nil {

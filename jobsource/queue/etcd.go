@@ -303,6 +303,8 @@ func (b *etcdBackend) explain(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, ErrClosed)
 	case errors.Is(err, ErrFenced), errors.Is(err, ErrNotLeader), errors.As(err, &ce):
 		return fmt.Errorf("%s: %w", what, err)
+	case errors.Is(err, rpctypes.ErrTooManyOps):
+		return fmt.Errorf("%s: %w in etcd under %q: %w: the etcd cluster allows fewer operations per transaction than berth's queue needs (120): start etcd with --max-txn-ops 128 or more; nothing was changed", what, ErrWrite, b.prefix, err)
 	case errors.Is(err, rpctypes.ErrNoSpace):
 		return fmt.Errorf("%s: %w: etcd's database is full (its NOSPACE alarm is raised): compact and defragment it or raise --quota-backend-bytes, then `etcdctl alarm disarm`; nothing was changed", what, ErrNoSpace)
 	}

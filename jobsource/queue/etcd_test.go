@@ -592,3 +592,23 @@ func TestEtcdLogSurvivesAGapBetweenTerms(t *testing.T) {
 		t.Errorf("job %s %q, log of %d bytes; want success and the %d bytes written", got.State, got.Reason, log.Len(), len(out))
 	}
 }
+
+// RequestResume looks at every queued resume job to find a runnable one:
+// with many ahead of it, the take still fits in one etcd transaction
+// (records only looked at are not compared at commit).
+func TestEtcdRequestResumePastManyWaitingResumeJobs(t *testing.T) {
+	q := openEtcd(t, newPrefix(t), nil)
+	for i := range 200 {
+		if _, err := q.Submit(api.JobRequest{Script: "true", Resume: "env-busy-" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := q.Submit(api.JobRequest{Script: "true", Resume: "env-free"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := q.RequestResume(ctx(t), func(key string) bool { return key == "env-free" })
+	if err != nil || j == nil || j.ID() != want.ID {
+		t.Fatalf("RequestResume = %v, %v; want job %s", j, err, want.ID)
+	}
+}

@@ -25,17 +25,18 @@ type etcdTx struct {
 	write bool
 	rev   int64 // the revision reads are served at; 0 before the first
 
-	reads  map[string]int64  // key → mod revision read (0: absent)
-	values map[string][]byte // key → value read
-	seen   map[string]int64  // keys met in scans → mod revision
-	cmps   []clientv3.Cmp    // scanned ranges: unchanged since rev
+	reads   map[string]int64  // keys the commit compares → mod revision read (0: absent)
+	values  map[string][]byte // key → value read
+	modrevs map[string]int64  // key → mod revision of the value read
+	seen    map[string]int64  // keys met in scans → mod revision
+	cmps    []clientv3.Cmp    // scanned ranges: unchanged since rev
 
 	writes map[string]*[]byte // key → value, nil to delete
 	order  []string
 }
 
 func newEtcdTx(ctx context.Context, b *etcdBackend, write bool) *etcdTx {
-	return &etcdTx{ctx: ctx, b: b, write: write, reads: map[string]int64{}, values: map[string][]byte{},
+	return &etcdTx{ctx: ctx, b: b, write: write, reads: map[string]int64{}, values: map[string][]byte{}, modrevs: map[string]int64{},
 		seen: map[string]int64{}, writes: map[string]*[]byte{}}
 }
 
@@ -48,7 +49,13 @@ func (t *etcdTx) at(opts ...clientv3.OpOption) []clientv3.OpOption {
 	return opts
 }
 
-func (t *etcdTx) get(bucket, k []byte) ([]byte, error) {
+func (t *etcdTx) get(bucket, k []byte) ([]byte, error) { return t.read(bucket, k, true) }
+
+func (t *etcdTx) peek(bucket, k []byte) ([]byte, error) { return t.read(bucket, k, false) }
+
+// read returns the value under k; record says whether the commit must
+// find it unchanged.
+func (t *etcdTx) read(bucket, k []byte, record bool) ([]byte, error) {
 	full := t.b.key(bucket, k)
 	if w, ok := t.writes[full]; ok {
 		if w == nil {
@@ -65,15 +72,18 @@ func (t *etcdTx) get(bucket, k []byte) ([]byte, error) {
 		if t.rev == 0 {
 			t.rev = resp.Header.Revision
 		}
-		t.reads[full] = 0
+		t.modrevs[full] = 0
 		if len(resp.Kvs) > 0 {
 			v = resp.Kvs[0].Value
 			if v == nil {
 				v = []byte{}
 			}
-			t.reads[full] = resp.Kvs[0].ModRevision
+			t.modrevs[full] = resp.Kvs[0].ModRevision
 		}
 		t.values[full] = v
+	}
+	if record {
+		t.reads[full] = t.modrevs[full]
 	}
 	if v == nil {
 		return nil, nil
@@ -196,6 +206,7 @@ func (t *etcdTx) prefetchScripts(jobs []*mvccpb.KeyValue) error {
 	}
 	for _, kv := range jobs {
 		t.values[t.scriptKey(kv.Key)] = nil
+		t.modrevs[t.scriptKey(kv.Key)] = 0
 	}
 	for _, kv := range resp.Kvs {
 		v := kv.Value
@@ -203,6 +214,7 @@ func (t *etcdTx) prefetchScripts(jobs []*mvccpb.KeyValue) error {
 			v = []byte{}
 		}
 		t.values[string(kv.Key)] = v
+		t.modrevs[string(kv.Key)] = kv.ModRevision
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func (q *Queue) RequestResume(ctx context.Context, runnable func(envKey string) 
 			if !bytes.Equal(v, queuedResume) {
 				return true, nil
 			}
-			rec, err := loadRecord(tx, k)
+			rec, err := peekRecord(tx, k)
 			if err != nil || rec == nil || rec.State != api.JobQueued || rec.Resume == "" {
 				return true, nil // take reports broken entries when it meets them first
 			}
@@ -43,3 +43,17 @@ func (q *Queue) RequestResume(ctx context.Context, runnable func(envKey string) 
 // submit. The manager waits on it (with the fleet's) while it cannot book a
 // slot, so that a resume job submitted meanwhile starts at once.
 func (q *Queue) Changed() <-chan struct{} { return q.changed.wait() }
+
+// peekRecord is loadRecord for a record only looked at to choose a job:
+// takeIn reads the chosen one again, for real, before it changes it.
+func peekRecord(tx tx, k []byte) (*record, error) {
+	v, err := tx.peek(bucketJobs, k)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	var rec record
+	if err := decodeValue(v, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}

@@ -19,6 +19,10 @@ type tx interface {
 	// (a present key with an empty value returns a non-nil empty slice).
 	// The slice is valid only during the transaction.
 	get(bucket, key []byte) ([]byte, error)
+	// peek is get for a value the transaction only looks at to choose
+	// (etcd's commit does not require it unchanged, so that a scan that
+	// reads many records stays within etcd's bound on comparisons).
+	peek(bucket, key []byte) ([]byte, error)
 	// put stores value under key in bucket, creating the bucket if needed.
 	put(bucket, key, value []byte) error
 	// del deletes key from bucket; deleting a missing key is no error.
