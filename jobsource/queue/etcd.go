@@ -278,6 +278,8 @@ func (b *etcdBackend) update(kind writeKind, fn func(tx) error) error {
 
 func (b *etcdBackend) maxOps() int { return etcdMaxOps }
 
+func (b *etcdBackend) log() *slog.Logger { return b.q.log }
+
 func (b *etcdBackend) issued(uint64) {}
 
 // probe reads while writes work (cheap, and no revision per probe), and

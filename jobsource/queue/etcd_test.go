@@ -612,3 +612,13 @@ func TestEtcdRequestResumePastManyWaitingResumeJobs(t *testing.T) {
 		t.Fatalf("RequestResume = %v, %v; want job %s", j, err, want.ID)
 	}
 }
+
+// A commit whose reply is lost is looked for before it is reported as
+// failed: its writes are recognised once applied, and not before.
+func TestEtcdAppliedRecognisesItsOwnCommit(t *testing.T) {
+	q := openEtcd(t, newPrefix(t), nil)
+	before, after, err := queue.AppliedAroundCommit(q)
+	if err != nil || before || !after {
+		t.Errorf("applied before commit = %v, after = %v (%v); want false then true", before, after, err)
+	}
+}

@@ -274,7 +274,18 @@ func (t *etcdTx) commit(f *fenceProof) error {
 	}
 	resp, err := t.b.cli.Txn(t.ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 	if err != nil {
-		return err
+		// The reply was lost (timeout, member gone): the Txn may have
+		// applied. A take that applied unseen would leave a job
+		// "running" that nobody runs, so look before reporting failure.
+		if ok, cerr := t.applied(); cerr != nil || !ok {
+			return err
+		}
+		t.b.log().Warn("an etcd transaction's reply was lost, but it had applied; carrying on", "err", err)
+	} else if !resp.Succeeded {
+		if f != nil && !fenceHolds(resp, f) {
+			return ErrFenced
+		}
+		return errConflict
 	}
 	if !resp.Succeeded {
 		if f != nil && !fenceHolds(resp, f) {
@@ -286,6 +297,37 @@ func (t *etcdTx) commit(f *fenceProof) error {
 	t.b.puts.Add(int64(puts))
 	t.b.dels.Add(int64(dels))
 	return nil
+}
+
+// applied says whether this transaction's writes are in etcd as it made
+// them: every key it put holds its value, all with one mod revision newer
+// than its reads, and every key it deleted is gone. Another transaction
+// writing the same values to the same keys at once is not a case berth
+// meets (records carry nanosecond times). A transaction that only deletes
+// cannot be told apart and counts as not applied.
+func (t *etcdTx) applied() (bool, error) {
+	ctx, cancel := context.WithTimeout(t.b.ctx, etcdOpTimeout)
+	defer cancel()
+	var rev int64
+	for _, k := range t.order {
+		resp, err := t.b.cli.Get(ctx, k)
+		if err != nil {
+			return false, err
+		}
+		w := t.writes[k]
+		if w == nil {
+			if len(resp.Kvs) != 0 {
+				return false, nil
+			}
+			continue
+		}
+		if len(resp.Kvs) != 1 || !bytes.Equal(resp.Kvs[0].Value, *w) || resp.Kvs[0].ModRevision <= t.rev ||
+			(rev != 0 && resp.Kvs[0].ModRevision != rev) {
+			return false, nil
+		}
+		rev = resp.Kvs[0].ModRevision
+	}
+	return rev > 0, nil
 }
 
 // fenceHolds reads the Else branch of a failed fenced Txn: whether the
