@@ -14,9 +14,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/ha"
+	"github.com/berth-ci/berth/internal/etcdtest"
 	"github.com/berth-ci/berth/jobsource"
 	"github.com/berth-ci/berth/jobsource/queue"
 )
@@ -620,5 +622,73 @@ func TestEtcdAppliedRecognisesItsOwnCommit(t *testing.T) {
 	before, after, err := queue.AppliedAroundCommit(q)
 	if err != nil || before || !after {
 		t.Errorf("applied before commit = %v, after = %v (%v); want false then true", before, after, err)
+	}
+}
+
+// The queue carries on through the loss of one of three etcd members:
+// every job is taken once and finished, none is left queued or running.
+// A write that fails while etcd elects a new raft leader is tried again by
+// the caller, as a job loop does.
+func TestEtcdQueueSurvivesTheLossOfOneMember(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	q, err := queue.OpenEtcd(ctx(t), cli, "/berth/queue/", nil, queue.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	retry := func(what string, op func() error) {
+		t.Helper()
+		var err error
+		for range 20 {
+			if err = op(); err == nil || !errors.Is(err, queue.ErrWrite) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	const n = 20
+	for range n {
+		if _, err := q.Submit(api.JobRequest{Script: "true"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken := map[string]bool{}
+	for i := 0; len(taken) < n; i++ {
+		if i == 5 {
+			c.StopMember(0)
+		}
+		var j jobsource.Job
+		retry("take", func() (err error) { j, err = q.Request(ctx(t)); return err })
+		if j == nil {
+			t.Fatalf("no job to take after %d of %d", len(taken), n)
+		}
+		if taken[j.ID()] {
+			t.Fatalf("job %s taken twice", j.ID())
+		}
+		taken[j.ID()] = true
+		tries := 0
+		retry("finish", func() error {
+			tries++
+			err := j.Finish(ctx(t), jobsource.Result{})
+			if tries > 1 && errors.Is(err, queue.ErrFinished) {
+				return nil // the failed try had applied after all
+			}
+			return err
+		})
+	}
+	var left []api.Job
+	retry("list", func() (err error) { left, err = q.List("", 0); return err })
+	for _, j := range left {
+		if j.State != api.JobSuccess {
+			t.Errorf("job %s ended %s %q", j.ID, j.State, j.Reason)
+		}
 	}
 }
