@@ -10,6 +10,10 @@
 // Env values are stored in queue.db as given (often secrets); the file is
 // created 0600 and the directory 0700 for that reason.
 //
+// With [ha] the same queue lives in etcd instead (OpenEtcd, etcd.go), shared
+// by the managers of a fleet; storage.go is the seam between the queue's
+// rules and the two stores.
+//
 // A Queue implements jobsource.Source and jobsource.Waiter; the jobs it hands
 // out implement jobsource.Job. Its HTTP API (see Handler) is the job half of
 // the API in docs/config.md.
