@@ -37,7 +37,7 @@ func checkFile(path string) (damaged int, err error) {
 // in between (see `berth state restore`).
 // It writes nothing when nothing changed since the last copy.
 func (q *Queue) Backup() error {
-	if err := q.backer.Backup(); err != nil {
+	if err := q.st.backup(); err != nil {
 		return q.storeError("back up the queue", err)
 	}
 	return nil

@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/berth-ci/berth/api"
 )
@@ -40,10 +37,20 @@ type writeHealth struct {
 // update is db.Update that keeps writeHealth current. Errors that say the
 // request was wrong (a job not found or already finished) say nothing
 // about the disk.
-func (q *Queue) update(fn func(*bolt.Tx) error) error {
-	err := q.db.Update(fn)
+func (q *Queue) update(fn func(tx) error) error { return q.write(writeAny, fn) }
+
+// leaderUpdate is update for writes only the leader may make (taking,
+// starting and finishing jobs): under HA they prove the leader's fence.
+func (q *Queue) leaderUpdate(fn func(tx) error) error { return q.write(writeLeader, fn) }
+
+// leaderBatch is batch for writes only the leader may make.
+func (q *Queue) leaderBatch(fn func(tx) error) error { return q.write(writeLeaderBatch, fn) }
+
+func (q *Queue) write(kind writeKind, fn func(tx) error) error {
+	err := q.st.update(kind, fn)
 	var re *RequestError
-	if err == nil || !(errors.Is(err, ErrNotFound) || errors.Is(err, ErrFinished) || errors.As(err, &re)) {
+	if err == nil || !(errors.Is(err, ErrNotFound) || errors.Is(err, ErrFinished) || errors.As(err, &re) ||
+		errors.Is(err, ErrFenced) || errors.Is(err, ErrNotLeader)) {
 		q.noteWrite(err)
 	}
 	return err
@@ -54,14 +61,7 @@ func (q *Queue) update(fn func(*bolt.Tx) error) error {
 // one transaction, so a burst of 1,000 submits costs tens of fsyncs instead
 // of 1,000 in a row. fn may run twice (again alone when the shared
 // transaction fails), so it must set everything it computes.
-func (q *Queue) batch(fn func(*bolt.Tx) error) error {
-	err := q.db.Batch(fn)
-	var re *RequestError
-	if err == nil || !(errors.Is(err, ErrNotFound) || errors.Is(err, ErrFinished) || errors.As(err, &re)) {
-		q.noteWrite(err)
-	}
-	return err
-}
+func (q *Queue) batch(fn func(tx) error) error { return q.write(writeBatch, fn) }
 
 func (q *Queue) noteWrite(err error) {
 	h := &q.health
@@ -133,19 +133,12 @@ func (q *Queue) Health() error {
 	h.mu.Unlock()
 
 	if probe {
-		err := q.db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(keyHealthProbe, make([]byte, size))
-		})
-		if err == nil && size > 64 {
-			// Give the big probe's pages back to the free list.
-			err = q.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyHealthProbe, nil) })
-		}
-		q.noteWrite(err)
+		q.noteWrite(q.st.probe(size))
 		if probeLogs {
 			// Only a job's next log write would clear a lost log line;
 			// with no job running /healthz would stay degraded after
 			// the disk has room again, so probe the log directory too.
-			q.noteLogProbe(probeDir(q.logDir))
+			q.noteLogProbe(q.st.probeLogs())
 		}
 		h.mu.Lock()
 		h.probing = false
@@ -156,13 +149,13 @@ func (q *Queue) Health() error {
 	defer h.mu.Unlock()
 	if h.err == nil && h.logErr != nil {
 		return fmt.Errorf("job output cannot be written to %s since %s: %w; jobs whose output is lost fail: free disk space or fix the disk (no restart needed)",
-			q.logDir, h.logSince.UTC().Format(time.RFC3339), h.logErr)
+			q.logWhere(), h.logSince.UTC().Format(time.RFC3339), h.logErr)
 	}
 	if h.err == nil {
 		return nil
 	}
 	return fmt.Errorf("the queue cannot write %s since %s: %w; submits fail until it can: free disk space or fix the disk (no restart needed)",
-		filepath.Join(q.dir, "queue.db"), h.since.UTC().Format(time.RFC3339), h.err)
+		q.st.where(), h.since.UTC().Format(time.RFC3339), h.err)
 }
 
 // probeDir writes and removes a small file in dir: nil when a job's log
@@ -178,4 +171,12 @@ func probeDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// logWhere names where job logs are written, for messages.
+func (q *Queue) logWhere() string {
+	if q.logDir != "" {
+		return q.logDir
+	}
+	return q.st.where()
 }

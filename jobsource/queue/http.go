@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/berth-ci/berth/api"
@@ -151,12 +150,7 @@ func (q *Queue) handleLog(w http.ResponseWriter, r *http.Request) {
 		// ordinary requests, not for this stream.
 		_ = rc.SetWriteDeadline(time.Time{})
 	}
-	var f *os.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
+	var offset int64 // how much of the log was sent
 	for {
 		// Take the wake-up channels before looking, so a change between the
 		// look and the wait is not missed.
@@ -170,22 +164,20 @@ func (q *Queue) handleLog(w http.ResponseWriter, r *http.Request) {
 			// Headers may be sent already; ending the stream is all we can do.
 			return
 		}
-		if f == nil {
-			f, err = os.Open(q.logPath(id))
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				q.log.Warn("cannot read job log", "job", id, "err", err)
-				if !follow {
-					api.WriteError(w, http.StatusInternalServerError, fmt.Sprintf("cannot read the log of job %s: %v", id, err))
-				}
-				return
-			}
+		// Done is read before copying: Finish closes the log before the
+		// state turns final, so this copy then reaches the true end.
+		out := &sendWriter{w: w}
+		n, err := q.st.readLog(id, offset, out)
+		offset += n
+		if out.err != nil {
+			return // the client went away
 		}
-		if f != nil {
-			// Done is read before copying: Finish closes the log before the
-			// state turns final, so this copy then reaches the true end.
-			if _, err := io.Copy(w, f); err != nil {
-				return
+		if err != nil {
+			q.log.Warn("cannot read job log", "job", id, "err", err)
+			if !follow && offset == 0 {
+				api.WriteError(w, http.StatusInternalServerError, fmt.Sprintf("cannot read the log of job %s: %v", id, err))
 			}
+			return
 		}
 		if !follow || rec.State.Done() {
 			return
@@ -228,4 +220,19 @@ func (q *Queue) writeError(w http.ResponseWriter, err error) {
 		q.log.Error("queue request failed", "err", err)
 		api.WriteError(w, http.StatusInternalServerError, err.Error())
 	}
+}
+
+// sendWriter remembers a failed write to the client, so that a client
+// going away is told apart from a log that cannot be read.
+type sendWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *sendWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return n, err
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"syscall"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/jobsource"
@@ -31,7 +28,7 @@ type Job struct {
 	logSignal notifier // fired on every log write, for followers
 
 	mu        sync.Mutex
-	file      *os.File
+	file      logSink
 	written   int64
 	logErr    error // first problem with the log file, reported in Finish
 	truncated bool
@@ -53,7 +50,7 @@ func newJob(q *Queue, key []byte, rec *record, sc *script) *Job {
 		j.startedAt = *rec.StartedAt
 	}
 	j.logSignal.init()
-	f, err := os.OpenFile(q.logPath(rec.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := q.st.openLog(rec.ID)
 	if err != nil {
 		// The job can still run; its log is lost and Finish says so.
 		j.logErr = fmt.Errorf("open log: %w", err)
@@ -138,7 +135,7 @@ func (j *Job) cancel() {
 // Started records the instance the job runs on, so `berth jobs` shows it
 // while the job runs.
 func (j *Job) Started(instance string) {
-	err := j.q.batch(func(tx *bolt.Tx) error {
+	err := j.q.leaderBatch(func(tx tx) error {
 		rec, err := loadRecord(tx, j.key)
 		if err != nil || rec == nil || rec.State != api.JobRunning {
 			return err
@@ -182,13 +179,17 @@ func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
 		if r.Failure == jobsource.FailureNone && r.ExitCode <= 0 {
 			r.Failure = jobsource.FailureSystem
 			r.Message = "the script succeeded, but berth could not store its output; free space on the disk of berth's state dir and run the job again"
+			if _, ok := j.q.st.(*etcdBackend); ok {
+				r.Message = "the script succeeded, but berth could not store its output in etcd; check the etcd cluster (etcdctl endpoint health, alarm list) and run the job again"
+			}
 		}
 	}
 	j.mu.Unlock()
 
 	now := time.Now().UTC()
 	var final *record
-	err := j.q.update(func(tx *bolt.Tx) error {
+	err := j.q.leaderUpdate(func(tx tx) error {
+		final = nil
 		rec, err := loadRecord(tx, j.key)
 		if err != nil {
 			return err
@@ -208,10 +209,10 @@ func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
 			return err
 		}
 		final = rec
-		return tx.Bucket(bucketRunning).Delete(j.key)
+		return tx.del(bucketRunning, j.key)
 	})
 	if err != nil {
-		if errors.Is(err, ErrFinished) || errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrFinished) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrFenced) || errors.Is(err, ErrNotLeader) {
 			return fmt.Errorf("finish job %s: %w", j.id, err)
 		}
 		return fmt.Errorf("finish job %s: %w", j.id, j.q.storeError("record the result", err))
@@ -259,18 +260,15 @@ func applyResult(rec *record, r jobsource.Result, now time.Time) {
 	rec.FinishedAt = &now
 }
 
-// closeLog flushes the log to disk and stops further writes.
+// closeLog flushes the log to its store and stops further writes.
 func (j *Job) closeLog() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.file == nil {
 		return
 	}
-	if err := j.file.Sync(); err != nil && j.logErr == nil {
-		j.logErr = fmt.Errorf("sync log: %w", err)
-	}
 	if err := j.file.Close(); err != nil && j.logErr == nil {
-		j.logErr = fmt.Errorf("close log: %w", err)
+		j.logErr = err
 	}
 	j.file = nil
 }

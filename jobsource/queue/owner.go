@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/berth-ci/berth/api"
 )
 
@@ -34,28 +32,23 @@ func WithResumeCheck(check ResumeCheck) Option { return func(o *options) { o.res
 // EnvOwner returns the owner of the job that parked the environment key,
 // and whether the queue knows the key at all.
 func (q *Queue) EnvOwner(key string) (owner string, known bool) {
-	_ = q.db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketEnvOwners); b != nil {
-			if v := b.Get([]byte(key)); v != nil {
-				owner, known = string(v), true
-			}
+	_ = q.st.view(func(tx tx) error {
+		v, err := tx.get(bucketEnvOwners, []byte(key))
+		if v != nil {
+			owner, known = string(v), true
 		}
-		return nil
+		return err
 	})
 	return owner, known
 }
 
 // recordEnvOwner notes who owns a freshly parked environment, in the
 // transaction that records the job's result.
-func recordEnvOwner(tx *bolt.Tx, rec *record) error {
+func recordEnvOwner(tx tx, rec *record) error {
 	if rec.EnvKey == "" {
 		return nil
 	}
-	b, err := tx.CreateBucketIfNotExists(bucketEnvOwners)
-	if err != nil {
-		return err
-	}
-	return b.Put([]byte(rec.EnvKey), []byte(rec.Owner))
+	return tx.put(bucketEnvOwners, []byte(rec.EnvKey), []byte(rec.Owner))
 }
 
 // checkResume refuses, before anything is stored, a resume key that p may

@@ -10,6 +10,10 @@
 // Env values are stored in queue.db as given (often secrets); the file is
 // created 0600 and the directory 0700 for that reason.
 //
+// With [ha] the same queue lives in etcd instead (OpenEtcd, etcd.go), shared
+// by the managers of a fleet; storage.go is the seam between the queue's
+// rules and the two stores.
+//
 // A Queue implements jobsource.Source and jobsource.Waiter; the jobs it hands
 // out implement jobsource.Job. Its HTTP API (see Handler) is the job half of
 // the API in docs/config.md.
@@ -21,7 +25,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -29,7 +32,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -101,7 +103,8 @@ func WithMaxDBSize(n int) Option { return func(o *options) { o.maxDBSize = n } }
 type Queue struct {
 	dir         string
 	logDir      string
-	db          *bolt.DB
+	st          backend
+	fence       Fence // nil for bbolt: one berth, no fence
 	log         *slog.Logger
 	maxLog      int64
 	resumeCheck ResumeCheck
@@ -109,12 +112,13 @@ type Queue struct {
 	changed     notifier // fired on every job state change
 	done        chan struct{}
 
-	backer *boltfile.Backer // see Backup (check.go)
-
 	idMu   sync.Mutex // guards lastID and lastIDFile (ids.go)
 	lastID uint64
 
+	takeoverMu sync.Mutex // one TakeOver at a time (takeover.go)
+
 	mu          sync.Mutex
+	tookOver    int64           // the fence revision of the last TakeOver
 	live        map[string]*Job // running jobs handed out by this process
 	closed      bool
 	interrupted []api.Job
@@ -145,18 +149,9 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		}
 		return nil, fmt.Errorf("open queue %s: %w", path, err)
 	}
-	q := &Queue{
-		dir:         dir,
-		logDir:      logDir,
-		db:          db,
-		log:         o.logger.With("component", "queue"),
-		maxLog:      o.maxLogBytes,
-		resumeCheck: o.resumeCheck,
-		done:        make(chan struct{}),
-		live:        map[string]*Job{},
-		backer:      boltfile.NewBacker(db, path, CheckRecord),
-	}
-	q.changed.init()
+	q := newQueue(o)
+	q.dir, q.logDir = dir, logDir
+	q.st = &boltBackend{q: q, dir: dir, logDir: logDir, db: db, backer: boltfile.NewBacker(db, path, CheckRecord)}
 	if err := q.recover(damaged > 0); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open queue %s: %w", path, err)
@@ -176,11 +171,25 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	return q, nil
 }
 
+// newQueue makes a queue without its store.
+func newQueue(o options) *Queue {
+	q := &Queue{
+		log:         o.logger.With("component", "queue"),
+		maxLog:      o.maxLogBytes,
+		resumeCheck: o.resumeCheck,
+		done:        make(chan struct{}),
+		live:        map[string]*Job{},
+	}
+	q.changed.init()
+	return q
+}
+
 // recover creates the buckets, sets damaged jobs aside when the check found
 // some, and fails jobs left running.
 func (q *Queue) recover(damaged bool) error {
 	now := time.Now().UTC()
-	return q.db.Update(func(tx *bolt.Tx) error {
+	db := q.st.(*boltBackend).db
+	return db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
@@ -207,7 +216,7 @@ func (q *Queue) recover(damaged bool) error {
 			}
 		}
 		if damaged {
-			bad, err := quarantineDamaged(tx)
+			bad, err := quarantineDamaged(boltTx{tx})
 			if err != nil {
 				return err
 			}
@@ -215,35 +224,47 @@ func (q *Queue) recover(damaged bool) error {
 				q.log.Error("job set aside (quarantined): "+why+"; the other jobs go on; queue.db.bak is kept as it was", "job", id)
 			}
 		}
-		running := tx.Bucket(bucketRunning)
-		var keys [][]byte
-		if err := running.ForEach(func(k, _ []byte) error {
-			keys = append(keys, append([]byte(nil), k...))
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, k := range keys {
-			rec, err := loadRecord(tx, k)
-			if err != nil {
-				return err
-			}
-			if rec != nil && rec.State == api.JobRunning {
-				rec.State = api.JobFailed
-				rec.Failure = string(jobsource.FailureSystem)
-				rec.Reason = RestartReason
-				rec.FinishedAt = &now
-				if err := saveRecord(tx, k, rec); err != nil {
-					return err
-				}
-				q.interrupted = append(q.interrupted, rec.apiJob(nil))
-			}
-			if err := running.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
+		failed, err := failRunning(boltTx{tx}, nil, RestartReason, now)
+		q.interrupted = append(q.interrupted, failed...)
+		return err
 	})
+}
+
+// failRunning marks every job in the running index failed with reason,
+// except those skip says to keep (jobs this process still runs), and
+// drops them from the index. It returns the jobs it failed.
+func failRunning(tx tx, skip func(id string) bool, reason string, now time.Time) ([]api.Job, error) {
+	var keys [][]byte
+	if err := tx.scan(bucketRunning, false, func(k, _ []byte) (bool, error) {
+		keys = append(keys, append([]byte(nil), k...))
+		return true, nil
+	}); err != nil {
+		return nil, err
+	}
+	var failed []api.Job
+	for _, k := range keys {
+		if skip != nil && skip(jobID(k)) {
+			continue
+		}
+		rec, err := loadRecord(tx, k)
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil && rec.State == api.JobRunning {
+			rec.State = api.JobFailed
+			rec.Failure = string(jobsource.FailureSystem)
+			rec.Reason = reason
+			rec.FinishedAt = &now
+			if err := saveRecord(tx, k, rec); err != nil {
+				return nil, err
+			}
+			failed = append(failed, rec.apiJob(nil))
+		}
+		if err := tx.del(bucketRunning, k); err != nil {
+			return nil, err
+		}
+	}
+	return failed, nil
 }
 
 // Interrupted returns the jobs Open marked failed because the previous berth
@@ -275,8 +296,8 @@ func (q *Queue) Close() error {
 		j.closeLog()
 	}
 	berr := q.Backup()
-	if err := q.db.Close(); err != nil {
-		return fmt.Errorf("close queue %s: %w", q.dir, err)
+	if err := q.st.close(); err != nil {
+		return fmt.Errorf("close queue %s: %w", q.st.where(), err)
 	}
 	return berr
 }
@@ -320,16 +341,15 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 	}
 	sort.Strings(rec.EnvNames)
 	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env, Image: req.Image, Services: req.Services}
-	err := q.batch(func(tx *bolt.Tx) error {
-		jobs := tx.Bucket(bucketJobs)
-		seq, err := jobs.NextSequence()
+	err := q.batch(func(tx tx) error {
+		seq, err := tx.nextSequence()
 		if err != nil {
 			return err
 		}
 		// Before the job is visible: once committed, a job loop may take
 		// it and open its log at once, and a stale log file of this
 		// number must be gone by then, never removed under the running job.
-		q.issued(seq)
+		q.st.issued(seq)
 		k := seqKey(seq)
 		rec.ID = strconv.FormatUint(seq, 10)
 		if err := saveRecord(tx, k, rec); err != nil {
@@ -344,7 +364,7 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 		if req.Resume != "" {
 			mark = queuedResume
 		}
-		return tx.Bucket(bucketQueued).Put(k, mark)
+		return tx.put(bucketQueued, k, mark)
 	})
 	if err != nil {
 		return api.Job{}, q.storeError("queue the job", err)
@@ -354,44 +374,45 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 	return rec.apiJob(sc), nil
 }
 
-// storeError explains a failed write. bbolt rolls the transaction back, so
-// the caller can say nothing was changed.
+// storeError explains a failed write: nothing was changed.
 func (q *Queue) storeError(what string, err error) error {
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return fmt.Errorf("%s: %w", what, ErrClosed)
-	}
-	if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Errorf("%s: %w in %s (%v): free disk space, then retry; nothing was changed", what, ErrNoSpace, q.dir, err)
-	}
-	return fmt.Errorf("%s: %w %s: %w: check that the disk is healthy and writable; nothing was changed", what, ErrWrite, filepath.Join(q.dir, "queue.db"), err)
+	return q.st.explain(what, err)
 }
 
 // Request takes the oldest queued job and marks it running. It never blocks:
 // with no queued job it returns (nil, nil) at once; use WaitForJobs to wait.
 func (q *Queue) Request(ctx context.Context) (jobsource.Job, error) {
-	return q.take(ctx, func(c *bolt.Cursor) []byte {
-		k, _ := c.First()
-		return k
+	return q.take(ctx, func(tx tx) ([]byte, error) {
+		var first []byte
+		err := tx.scan(bucketQueued, false, func(k, _ []byte) (bool, error) {
+			first = append([]byte(nil), k...)
+			return false, nil
+		})
+		return first, err
 	})
 }
 
 // take marks the queued job that pick chooses (nil: none) running and hands
 // it out. pick runs in a read transaction, then again inside the write
 // transaction, and must not change anything.
-func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte) (jobsource.Job, error) {
+func (q *Queue) take(ctx context.Context, pick func(tx) ([]byte, error)) (jobsource.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if q.isClosed() {
 		return nil, ErrClosed
 	}
+	if err := q.takeOverOnce(); err != nil {
+		return nil, q.storeError("take a job from the queue", err)
+	}
 	// Look first in a read transaction: a write transaction costs a
 	// commit and an fsync even when it changes nothing, and the manager
 	// asks for a resume job before every plain one.
 	var found bool
-	if err := q.db.View(func(tx *bolt.Tx) error {
-		found = pick(tx.Bucket(bucketQueued).Cursor()) != nil
-		return nil
+	if err := q.st.view(func(tx tx) error {
+		k, err := pick(tx)
+		found = k != nil
+		return err
 	}); err != nil {
 		return nil, q.storeError("look for a queued job", err)
 	}
@@ -402,13 +423,13 @@ func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte)
 	var rec *record
 	var sc *script
 	var key []byte
-	err := q.update(func(tx *bolt.Tx) error {
-		k := pick(tx.Bucket(bucketQueued).Cursor())
-		if k == nil {
-			return nil
+	err := q.leaderUpdate(func(tx tx) error {
+		rec, sc, key = nil, nil, nil
+		k, err := pick(tx)
+		if err != nil || k == nil {
+			return err
 		}
 		key = append([]byte(nil), k...)
-		var err error
 		rec, sc, err = q.takeIn(tx, key, now)
 		return err
 	})
@@ -430,10 +451,14 @@ func (q *Queue) take(ctx context.Context, pick func(queued *bolt.Cursor) []byte)
 // record and script; a nil record means there was nothing to take (a
 // dangling index entry, dropped, or a damaged record, quarantined), and the
 // caller asks again.
-func (q *Queue) takeIn(tx *bolt.Tx, key []byte, now time.Time) (*record, *script, error) {
+func (q *Queue) takeIn(tx tx, key []byte, now time.Time) (*record, *script, error) {
 	r, err := loadRecord(tx, key)
 	if err == nil && r != nil && r.State == api.JobQueued {
 		_, err = loadScript(tx, key)
+	}
+	var re *readError
+	if errors.As(err, &re) {
+		return nil, nil, err // the store failed, not the record
 	}
 	if err != nil {
 		// A damaged job must not wedge the job loop on itself: set
@@ -441,7 +466,7 @@ func (q *Queue) takeIn(tx *bolt.Tx, key []byte, now time.Time) (*record, *script
 		q.log.Error("job record damaged; quarantined, the queue goes on", "job", jobID(key), "err", err)
 		return nil, nil, quarantine(tx, key, "its record is damaged: "+err.Error(), now)
 	}
-	if err := tx.Bucket(bucketQueued).Delete(key); err != nil {
+	if err := tx.del(bucketQueued, key); err != nil {
 		return nil, nil, err
 	}
 	if r == nil || r.State != api.JobQueued {
@@ -458,7 +483,7 @@ func (q *Queue) takeIn(tx *bolt.Tx, key []byte, now time.Time) (*record, *script
 	if err := saveRecord(tx, key, r); err != nil {
 		return nil, nil, err
 	}
-	return r, sc, tx.Bucket(bucketRunning).Put(key, nil)
+	return r, sc, tx.put(bucketRunning, key, nil)
 }
 
 // hand turns a job just marked running into the live job the manager runs.
@@ -483,10 +508,11 @@ func (q *Queue) WaitForJobs(ctx context.Context) error {
 	for {
 		ch := q.changed.wait()
 		pending := false
-		err := q.db.View(func(tx *bolt.Tx) error {
-			k, _ := tx.Bucket(bucketQueued).Cursor().First()
-			pending = k != nil
-			return nil
+		err := q.st.view(func(tx tx) error {
+			return tx.scan(bucketQueued, false, func([]byte, []byte) (bool, error) {
+				pending = true
+				return false, nil
+			})
 		})
 		if err != nil {
 			if q.isClosed() {
@@ -517,12 +543,12 @@ var queuedResume = []byte("resume")
 // their environment's own instance serves them.
 func (q *Queue) Len() (int, error) {
 	n := 0
-	err := q.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketQueued).ForEach(func(_, v []byte) error {
+	err := q.st.view(func(tx tx) error {
+		return tx.scan(bucketQueued, false, func(_, v []byte) (bool, error) {
 			if !bytes.Equal(v, queuedResume) {
 				n++
 			}
-			return nil
+			return true, nil
 		})
 	})
 	if err != nil {
@@ -539,7 +565,7 @@ func (q *Queue) Get(id string) (api.Job, error) {
 	}
 	var job api.Job
 	var why string
-	err := q.db.View(func(tx *bolt.Tx) error {
+	err := q.st.view(func(tx tx) error {
 		rec, err := loadRecord(tx, k)
 		if err == nil && rec == nil {
 			why = quarantineReason(tx, k)
@@ -555,7 +581,7 @@ func (q *Queue) Get(id string) (api.Job, error) {
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		if q.st.closed(err) {
 			return api.Job{}, ErrClosed
 		}
 		return api.Job{}, fmt.Errorf("read job %s: %w", id, err)
@@ -575,13 +601,13 @@ func (q *Queue) get(id string) (*record, error) {
 		return nil, fmt.Errorf("job %q: %w", id, ErrNotFound)
 	}
 	var rec *record
-	err := q.db.View(func(tx *bolt.Tx) error {
+	err := q.st.view(func(tx tx) error {
 		var err error
 		rec, err = loadRecord(tx, k)
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		if q.st.closed(err) {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("read job %s: %w", id, err)
@@ -602,23 +628,27 @@ func (q *Queue) List(state api.JobState, limit int) ([]api.Job, error) {
 // ListFor is List as p sees it: only the jobs p owns (all for the admin).
 func (q *Queue) ListFor(p api.Principal, state api.JobState, limit int) ([]api.Job, error) {
 	var out []api.Job
-	err := q.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketJobs).Cursor()
-		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+	err := q.st.view(func(tx tx) error {
+		out = out[:0]
+		return tx.scan(bucketJobs, true, func(k, v []byte) (bool, error) {
 			var rec record
 			if err := decodeValue(v, &rec); err != nil {
 				// One damaged record must not hide the others; Open
 				// quarantines it at the next start.
 				q.log.Warn("skipping a damaged job record in the list", "job", jobID(k), "err", err)
-				continue
+				return true, nil
 			}
 			if (state != "" && rec.State != state) || !p.Owns(rec.Owner) {
-				continue
+				return true, nil
 			}
 			sc, err := loadScript(tx, k)
+			var re *readError
+			if errors.As(err, &re) {
+				return false, err
+			}
 			if err != nil {
 				q.log.Warn("skipping a job with a damaged script in the list", "job", rec.ID, "err", err)
-				continue
+				return true, nil
 			}
 			if sc != nil && len(sc.Script) > ListScriptBytes {
 				cut := *sc
@@ -626,14 +656,11 @@ func (q *Queue) ListFor(p api.Principal, state api.JobState, limit int) ([]api.J
 				sc = &cut
 			}
 			out = append(out, rec.apiJob(sc))
-			if limit > 0 && len(out) >= limit {
-				break
-			}
-		}
-		return nil
+			return limit <= 0 || len(out) < limit, nil
+		})
 	})
 	if err != nil {
-		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		if q.st.closed(err) {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -658,7 +685,8 @@ func (q *Queue) Cancel(id string) (api.Job, error) {
 	now := time.Now().UTC()
 	var rec *record
 	var sc *script
-	err := q.update(func(tx *bolt.Tx) error {
+	err := q.update(func(tx tx) error {
+		rec, sc = nil, nil
 		r, err := loadRecord(tx, k)
 		if err != nil {
 			return err
@@ -676,7 +704,7 @@ func (q *Queue) Cancel(id string) (api.Job, error) {
 			r.Failure = string(jobsource.FailureCanceled)
 			r.Reason = "canceled before it started"
 			r.FinishedAt = &now
-			if err := tx.Bucket(bucketQueued).Delete(k); err != nil {
+			if err := tx.del(bucketQueued, k); err != nil {
 				return err
 			}
 		case api.JobRunning:
@@ -730,13 +758,7 @@ func (q *Queue) logPath(id string) string {
 // only the log learns why it ended. Best effort: the job's state already
 // carries the reason.
 func (q *Queue) appendNote(id, note string) {
-	f, err := os.OpenFile(q.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		q.log.Warn("cannot add a note to the job log", "job", id, "err", err)
-		return
-	}
-	defer f.Close()
-	if _, err := io.WriteString(f, "\n[berth] "+note+"\n"); err != nil {
+	if err := q.st.appendNote(id, note); err != nil {
 		q.log.Warn("cannot add a note to the job log", "job", id, "err", err)
 	}
 }
@@ -829,10 +851,10 @@ func (r *record) spec(sc *script) jobsource.Spec {
 	return s
 }
 
-func loadScript(tx *bolt.Tx, k []byte) (*script, error) {
-	v := tx.Bucket(bucketScripts).Get(k)
-	if v == nil {
-		return nil, nil
+func loadScript(tx tx, k []byte) (*script, error) {
+	v, err := tx.get(bucketScripts, k)
+	if err != nil || v == nil {
+		return nil, err
 	}
 	var sc script
 	if err := decodeValue(v, &sc); err != nil {
@@ -841,18 +863,18 @@ func loadScript(tx *bolt.Tx, k []byte) (*script, error) {
 	return &sc, nil
 }
 
-func saveScript(tx *bolt.Tx, k []byte, sc *script) error {
-	v, err := encodeValue(sc)
+func saveScript(tx tx, k []byte, sc *script) error {
+	v, err := encodeValue(tx, sc)
 	if err != nil {
 		return fmt.Errorf("encode script: %w", err)
 	}
-	return tx.Bucket(bucketScripts).Put(k, v)
+	return tx.put(bucketScripts, k, v)
 }
 
-func loadRecord(tx *bolt.Tx, k []byte) (*record, error) {
-	v := tx.Bucket(bucketJobs).Get(k)
-	if v == nil {
-		return nil, nil
+func loadRecord(tx tx, k []byte) (*record, error) {
+	v, err := tx.get(bucketJobs, k)
+	if err != nil || v == nil {
+		return nil, err
 	}
 	var rec record
 	if err := decodeValue(v, &rec); err != nil {
@@ -861,12 +883,12 @@ func loadRecord(tx *bolt.Tx, k []byte) (*record, error) {
 	return &rec, nil
 }
 
-func saveRecord(tx *bolt.Tx, k []byte, rec *record) error {
-	v, err := encodeValue(rec)
+func saveRecord(tx tx, k []byte, rec *record) error {
+	v, err := encodeValue(tx, rec)
 	if err != nil {
 		return fmt.Errorf("encode job %s: %w", rec.ID, err)
 	}
-	return tx.Bucket(bucketJobs).Put(k, v)
+	return tx.put(bucketJobs, k, v)
 }
 
 // seqKey makes keys sort in submission order, which is what FIFO needs.

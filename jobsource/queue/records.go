@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/berth-ci/berth/internal/boltfile"
 )
@@ -61,10 +60,13 @@ func decodeValue(value []byte, dst any) error {
 	return json.Unmarshal(v, dst)
 }
 
-func encodeValue(v any) ([]byte, error) {
+func encodeValue(tx tx, v any) ([]byte, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
+	}
+	if !tx.sealed() {
+		return data, nil
 	}
 	return boltfile.Seal(data), nil
 }
@@ -72,17 +74,17 @@ func encodeValue(v any) ([]byte, error) {
 // quarantineDamaged moves every job whose record or script fails
 // CheckRecord out of the jobs, scripts, queued and running buckets into
 // the quarantine bucket, and returns their IDs with the reasons.
-func quarantineDamaged(tx *bolt.Tx) (map[string]string, error) {
+func quarantineDamaged(tx tx) (map[string]string, error) {
 	bad := map[string]string{}
 	for _, name := range [][]byte{bucketJobs, bucketScripts} {
-		err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+		err := tx.scan(name, false, func(k, v []byte) (bool, error) {
 			if err := CheckRecord(name, k, v); err != nil {
 				id := jobID(k)
 				if bad[id] == "" {
 					bad[id] = fmt.Sprintf("its %s record is damaged: %v", name, err)
 				}
 			}
-			return nil
+			return true, nil
 		})
 		if err != nil {
 			return nil, err
@@ -102,36 +104,45 @@ func quarantineDamaged(tx *bolt.Tx) (map[string]string, error) {
 }
 
 // quarantine sets job k aside with the reason why.
-func quarantine(tx *bolt.Tx, k []byte, why string, now time.Time) error {
-	q, err := tx.CreateBucketIfNotExists(bucketQuarantine)
-	if err != nil {
+func quarantine(tx tx, k []byte, why string, now time.Time) error {
+	e := quarantined{Reason: why, At: now}
+	var err error
+	if e.Record, err = rawGet(tx, bucketJobs, k); err != nil {
 		return err
 	}
-	e := quarantined{Reason: why, At: now,
-		Record: bytes.Clone(tx.Bucket(bucketJobs).Get(k)), Script: bytes.Clone(tx.Bucket(bucketScripts).Get(k))}
+	if e.Script, err = rawGet(tx, bucketScripts, k); err != nil {
+		return err
+	}
 	v, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	if err := q.Put(k, v); err != nil {
+	if err := tx.put(bucketQuarantine, k, v); err != nil {
 		return err
 	}
 	for _, b := range [][]byte{bucketJobs, bucketScripts, bucketQueued, bucketRunning} {
-		if err := tx.Bucket(b).Delete(k); err != nil {
+		if err := tx.del(b, k); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// quarantineReason says why job k was quarantined, or "".
-func quarantineReason(tx *bolt.Tx, k []byte) string {
-	b := tx.Bucket(bucketQuarantine)
-	if b == nil {
-		return ""
+// rawGet returns a copy of the bytes under k, damaged or not: a store that
+// checks values on reading (etcd) hands them out with its error.
+func rawGet(tx tx, bucket, k []byte) ([]byte, error) {
+	v, err := tx.get(bucket, k)
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		return bytes.Clone(ce.Value), nil
 	}
-	v := b.Get(k)
-	if v == nil {
+	return bytes.Clone(v), err
+}
+
+// quarantineReason says why job k was quarantined, or "".
+func quarantineReason(tx tx, k []byte) string {
+	v, err := tx.get(bucketQuarantine, k)
+	if err != nil || v == nil {
 		return ""
 	}
 	var e quarantined

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/jobsource"
 )
@@ -22,12 +20,13 @@ func (q *Queue) RecoverResult(id string, r jobsource.Result) (bool, error) {
 		return false, fmt.Errorf("job %q: %w", id, ErrNotFound)
 	}
 	recovered := false
-	err := q.update(func(tx *bolt.Tx) error {
+	err := q.update(func(tx tx) error {
+		recovered = false
 		rec, err := loadRecord(tx, k)
 		if err != nil || rec == nil {
 			return err
 		}
-		if rec.State != api.JobFailed || rec.Reason != RestartReason || rec.EnvKey != "" {
+		if rec.State != api.JobFailed || (rec.Reason != RestartReason && rec.Reason != FailoverReason) || rec.EnvKey != "" {
 			return nil
 		}
 		finished := time.Now().UTC()

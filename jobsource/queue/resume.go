@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/jobsource"
 )
@@ -19,23 +17,25 @@ var _ jobsource.Resumer = (*Queue)(nil)
 // (issue 9: parked environments filling max_instances deadlocked resumes).
 // Plain jobs keep their order; only resume jobs may pass them.
 func (q *Queue) RequestResume(ctx context.Context, runnable func(envKey string) bool) (jobsource.Job, error) {
-	return q.take(ctx, func(c *bolt.Cursor) []byte {
-		tx := c.Bucket().Tx()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+	return q.take(ctx, func(tx tx) ([]byte, error) {
+		var found []byte
+		err := tx.scan(bucketQueued, false, func(k, v []byte) (bool, error) {
 			// The index marks resume jobs: decode only those (a burst
 			// of thousands of plain jobs made every call decode them all).
 			if !bytes.Equal(v, queuedResume) {
-				continue
+				return true, nil
 			}
-			rec, err := loadRecord(tx, k)
+			rec, err := peekRecord(tx, k)
 			if err != nil || rec == nil || rec.State != api.JobQueued || rec.Resume == "" {
-				continue // take reports broken entries when it meets them first
+				return true, nil // take reports broken entries when it meets them first
 			}
 			if runnable(rec.Resume) {
-				return k
+				found = append([]byte(nil), k...)
+				return false, nil
 			}
-		}
-		return nil
+			return true, nil
+		})
+		return found, err
 	})
 }
 
@@ -43,3 +43,17 @@ func (q *Queue) RequestResume(ctx context.Context, runnable func(envKey string) 
 // submit. The manager waits on it (with the fleet's) while it cannot book a
 // slot, so that a resume job submitted meanwhile starts at once.
 func (q *Queue) Changed() <-chan struct{} { return q.changed.wait() }
+
+// peekRecord is loadRecord for a record only looked at to choose a job:
+// takeIn reads the chosen one again, for real, before it changes it.
+func peekRecord(tx tx, k []byte) (*record, error) {
+	v, err := tx.peek(bucketJobs, k)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	var rec record
+	if err := decodeValue(v, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}

@@ -1,13 +1,9 @@
 package queue
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/berth-ci/berth/api"
 )
@@ -20,43 +16,34 @@ import (
 // `berth jobs prune` on demand. Pruned IDs are not reused (see ids.go).
 func (q *Queue) Prune(jobsBefore, logsBefore time.Time) (api.PruneResult, error) {
 	var res api.PruneResult
-	var dropJobs, dropLogs []string
-	err := q.update(func(tx *bolt.Tx) error {
-		jobs, scripts := tx.Bucket(bucketJobs), tx.Bucket(bucketScripts)
-		var keys [][]byte
-		err := jobs.ForEach(func(k, v []byte) error {
+	var keys [][]byte
+	var dropLogs []string
+	err := q.st.view(func(tx tx) error {
+		keys, dropLogs = nil, nil
+		return tx.scan(bucketJobs, false, func(k, v []byte) (bool, error) {
 			var rec record
 			if decodeValue(v, &rec) != nil || !rec.State.Done() || rec.FinishedAt == nil {
-				return nil
+				return true, nil
 			}
 			switch {
 			case !jobsBefore.IsZero() && rec.FinishedAt.Before(jobsBefore):
 				keys = append(keys, append([]byte(nil), k...))
-				dropJobs = append(dropJobs, rec.ID)
 			case !logsBefore.IsZero() && rec.FinishedAt.Before(logsBefore):
 				dropLogs = append(dropLogs, rec.ID)
 			}
-			return nil
+			return true, nil
 		})
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := jobs.Delete(k); err != nil {
-				return err
-			}
-			if err := scripts.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
 	})
 	if err != nil {
 		return res, q.storeError("prune finished jobs", err)
 	}
-	res.Jobs = len(dropJobs)
+	dropJobs, err := q.pruneJobs(keys, jobsBefore)
 	for _, id := range dropJobs {
 		q.removeLog(id)
+	}
+	res.Jobs = len(dropJobs)
+	if err != nil {
+		return res, q.storeError("prune finished jobs", err)
 	}
 	for _, id := range dropLogs {
 		if q.removeLog(id) {
@@ -71,13 +58,52 @@ func (q *Queue) Prune(jobsBefore, logsBefore time.Time) (api.PruneResult, error)
 	return res, nil
 }
 
-// removeLog deletes job id's log file and reports whether there was one.
+// pruneJobs deletes the jobs under keys that still ended before before, in
+// as few transactions as the store allows (one for bbolt; etcd bounds the
+// keys of one), and returns the IDs it deleted.
+func (q *Queue) pruneJobs(keys [][]byte, before time.Time) ([]string, error) {
+	per := len(keys)
+	if m := q.st.maxOps(); m > 0 {
+		per = max(1, m/2) // a record and a script per job
+	}
+	var dropped []string
+	for len(keys) > 0 {
+		n := min(per, len(keys))
+		chunk := keys[:n]
+		keys = keys[n:]
+		var ids []string
+		err := q.update(func(tx tx) error {
+			ids = ids[:0]
+			for _, k := range chunk {
+				rec, err := loadRecord(tx, k)
+				if err != nil || rec == nil || !rec.State.Done() || rec.FinishedAt == nil || !rec.FinishedAt.Before(before) {
+					continue // changed or damaged meanwhile: left for the next prune
+				}
+				if err := tx.del(bucketJobs, k); err != nil {
+					return err
+				}
+				if err := tx.del(bucketScripts, k); err != nil {
+					return err
+				}
+				ids = append(ids, rec.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return dropped, err
+		}
+		dropped = append(dropped, ids...)
+	}
+	return dropped, nil
+}
+
+// removeLog deletes job id's log and reports whether there was one.
 func (q *Queue) removeLog(id string) bool {
-	err := os.Remove(q.logPath(id))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	ok, err := q.st.removeLog(id)
+	if err != nil {
 		q.log.Warn("cannot delete a pruned job's log", "job", id, "err", err)
 	}
-	return err == nil
+	return ok
 }
 
 // handlePrune serves POST /api/v1/jobs/prune?jobs_older_than=D&logs_older_than=D
