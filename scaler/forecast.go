@@ -48,6 +48,10 @@ const (
 	// neighbourSlots is how many slots on each side pool their needs into
 	// a slot's (30 minutes either way).
 	neighbourSlots = 2
+	// gapSlots is the longest quiet gap between arrivals that still counts
+	// as busy hours for pooling (an hour: office builds every ~20 minutes
+	// leave such gaps; the hours after a 02:00 burst are not busy).
+	gapSlots = 4
 	// priorWeight is what the daily profile weighs against each time the
 	// slot was seen on its own weekday (up to maxWeekWeight of them).
 	priorWeight   = 1.0
@@ -123,6 +127,10 @@ type arrivals struct {
 	cur       need
 	prev      need // need of the last slot that ended
 
+	// trust is how far the tier's refill counts on busy instances coming
+	// back, 0 to 1 (refill.go); it is learned again after a restart.
+	trust float64
+
 	recent   float64 // arrivals per second, exponentially weighted
 	releases float64 // jobs ending per second, exponentially weighted
 	recentAt time.Time
@@ -133,7 +141,7 @@ type arrivals struct {
 }
 
 func newArrivals() *arrivals {
-	a := &arrivals{tierH: time.Minute}
+	a := &arrivals{tierH: time.Minute, trust: 0.5}
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
 	a.m.WeekHot = make([]float64, slotsPerWeek)
@@ -384,6 +392,9 @@ func (a *arrivals) forecast(now time.Time, lead time.Duration) forecast {
 // it, not only in those that happened to see one.
 func (a *arrivals) profiled(w int) (need, string, bool) {
 	own, src, ok := a.slotNeed(w)
+	if !a.borrows(w) {
+		return own, src, ok
+	}
 	for k := -neighbourSlots; k <= neighbourSlots; k++ {
 		nb, _, okn := a.slotNeed((w + slotsPerWeek + k) % slotsPerWeek)
 		if k == 0 || !okn || (nb.Tier <= own.Tier && nb.Hot <= own.Hot) {
@@ -393,6 +404,35 @@ func (a *arrivals) profiled(w int) (need, string, bool) {
 		src, ok = "neighbouring slots", true
 	}
 	return own, src, ok
+}
+
+// borrows reports whether week slot w pools its neighbours' needs. Pooling
+// covers builds that fall into one slot or the next by chance within busy
+// hours; it must not stretch a burst that comes at a set time (a 02:00
+// burst pre-warmed from 01:30 and held until 02:45). A slot borrows when it
+// saw arrivals itself, when it lies in a gap of busy hours (arrivals within
+// gapSlots before and after it), or when the next slot saw arrivals (the
+// pre-warm of a ramp, one slot ahead).
+func (a *arrivals) borrows(w int) bool {
+	if a.active(w) || a.active((w+1)%slotsPerWeek) {
+		return true
+	}
+	before, after := false, false
+	for k := 1; k <= gapSlots; k++ {
+		before = before || a.active((w+slotsPerWeek-k)%slotsPerWeek)
+		after = after || a.active((w+k)%slotsPerWeek)
+	}
+	return before && after
+}
+
+// active reports whether week slot w saw arrivals, on its weekday or (the
+// prior) on its kind of day.
+func (a *arrivals) active(w int) bool {
+	d := daySlot(w)
+	if a.m.DaySeen[d] == 0 {
+		d = (d + slotsPerDay) % (dayKinds * slotsPerDay)
+	}
+	return a.m.WeekRate[w] > 0 || a.m.DayRate[d] > 0
 }
 
 // slotNeed is one slot's need: the weekday profile blended with the daily
