@@ -368,9 +368,14 @@ func (a *arrivals) forecast(now time.Time, lead time.Duration) forecast {
 	a.roll(now)
 	a.decay(now)
 	// The recent past stands for the next minutes: the last slot that
-	// ended, and the one being counted once it has seen enough jobs.
+	// ended (within busy hours, see stillBusy), and the one being counted
+	// once it has seen enough jobs.
 	cur := a.current()
-	f := forecast{Rate: a.recent, Burst: max(a.prev.Tier, cur.Tier), Hot: max(a.prev.Hot, cur.Hot), Source: "recent arrivals"}
+	prev := a.prev
+	if !a.stillBusy(weekSlot(now)) {
+		prev = need{}
+	}
+	f := forecast{Rate: a.recent, Burst: max(prev.Tier, cur.Tier), Hot: max(prev.Hot, cur.Hot), Source: "recent arrivals"}
 	for t := now.Truncate(profileSlot); !t.After(now.Add(lead)); t = t.Add(profileSlot) {
 		nd, src, ok := a.profiled(weekSlot(t))
 		if !ok {
@@ -409,12 +414,12 @@ func (a *arrivals) profiled(w int) (need, string, bool) {
 // borrows reports whether week slot w pools its neighbours' needs. Pooling
 // covers builds that fall into one slot or the next by chance within busy
 // hours; it must not stretch a burst that comes at a set time (a 02:00
-// burst pre-warmed from 01:30 and held until 02:45). A slot borrows when it
-// saw arrivals itself, when it lies in a gap of busy hours (arrivals within
-// gapSlots before and after it), or when the next slot saw arrivals (the
-// pre-warm of a ramp, one slot ahead).
+// burst pre-warmed from 01:28 and held until 02:45). A slot borrows when it
+// saw arrivals itself or lies in a quiet gap of busy hours (arrivals within
+// gapSlots before and after it). The start of busy hours is pre-warmed by
+// the forecast's lead, not by pooling.
 func (a *arrivals) borrows(w int) bool {
-	if a.active(w) || a.active((w+1)%slotsPerWeek) {
+	if a.active(w) {
 		return true
 	}
 	before, after := false, false
@@ -423,6 +428,15 @@ func (a *arrivals) borrows(w int) bool {
 		after = after || a.active((w+k)%slotsPerWeek)
 	}
 	return before && after
+}
+
+// stillBusy reports whether the last slot's need still speaks for week slot
+// w: unless the profile saw w and w lies outside busy hours. The slot after
+// a burst at a set time holds no pool for it; with no profile yet, the
+// recent past is all there is.
+func (a *arrivals) stillBusy(w int) bool {
+	d := daySlot(w)
+	return a.m.DaySeen[d] == 0 || a.borrows(w)
 }
 
 // active reports whether week slot w saw arrivals, on its weekday or (the
