@@ -85,11 +85,11 @@ var shapeWeeks = flag.Bool("bench.shapes", false, "run the policy on whole gener
 // target_wait on every generated shape and seed, with only the target set
 // (15 s at a 60 s boot and a 10 s resume). What it must hold everywhere: no
 // capacity failure, and the pools serve most jobs (p95 well under a boot);
-// on the steady Poisson shape the target itself. The whole goal (p95 ≤ the
-// target on every shape) is not met on monorepo, and not on every seed of
-// office and nightly once a day was learned: docs/bench.md has the numbers.
-// Short windows by default (a day to learn and what follows); -bench.shapes
-// replays whole weeks.
+// on the steady Poisson shape the target itself. Short windows by default
+// (a day to learn and what follows), where one learned day is not enough
+// for office; -bench.shapes replays whole weeks, where p95 is within 20 s
+// on every shape and seed (14-15 s except monorepo's 17-18 s: the goal,
+// p95 <= the target everywhere, is not met there; docs/bench.md).
 func TestTargetWaitOnGeneratedShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays generated traces")
@@ -122,6 +122,8 @@ func TestTargetWaitOnGeneratedShapes(t *testing.T) {
 			limit := 45.0
 			if shape == "poisson" {
 				limit = 15
+			} else if *shapeWeeks {
+				limit = 20
 			}
 			if res.WaitP95S > limit || res.FailedCapacity != 0 {
 				t.Errorf("%s seed %d: p95 %.0fs (must be ≤ %.0fs), failed_capacity %d, utilization %.2f", shape, seed, res.WaitP95S, limit, res.FailedCapacity, res.Utilization)
