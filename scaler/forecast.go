@@ -128,7 +128,8 @@ type arrivals struct {
 	prev      need // need of the last slot that ended
 
 	// trust is how far the tier's refill counts on busy instances coming
-	// back, 0 to 1 (refill.go); it is learned again after a restart.
+	// back, 0 to 1 when used (it runs from -1 to 2, refill.go); it is
+	// learned again after a restart.
 	trust float64
 
 	recent   float64 // arrivals per second, exponentially weighted

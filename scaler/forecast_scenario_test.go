@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 			a.steer(i < missed)
 		}
 		return fmt.Sprintf("trust %.3f: refill counts returns within %s (boot 1m, keep 10m)\n",
-			a.trust, a.refillHorizon(time.Minute, 10*time.Minute)), nil
+			math.Round(a.trust*1000)/1000+0, a.refillHorizon(time.Minute, 10*time.Minute)), nil
 	case "forecast":
 		lead, err := dur("lead", "2m")
 		if err != nil {

@@ -30,6 +30,13 @@ import (
 // every large build, 0.001 followed a changing week too slowly).
 const refillStep = 0.002
 
+// refillWindup is how far the trust may run beyond either end of 0..1 (the
+// horizon uses it clamped). Clamped at 0, it forgot the misses that no
+// trust at all could not prevent while it kept counting every hit, so it
+// settled above the share it aims at: 8 % of monorepo's jobs missed, not
+// 5 %. Beyond the ends, a lasting excess of misses holds it at no trust.
+const refillWindup = 1.0
+
 // observeWait steers the refill trust with one job's wait from its arrival
 // (Acquire) to its slot.
 func (s *Scaler) observeWait(d time.Duration) {
@@ -47,7 +54,7 @@ func (a *arrivals) steer(missed bool) {
 	} else {
 		a.trust += refillStep * coverShare
 	}
-	a.trust = min(max(a.trust, 0), 1)
+	a.trust = min(max(a.trust, -refillWindup), 1+refillWindup)
 }
 
 // refillHorizon is how far ahead busy instances count as the tier's refill.
@@ -57,5 +64,5 @@ func (s *Scaler) refillHorizon(p policy.Policy) time.Duration {
 
 // refillHorizon is a boot plus the trusted share of keep.
 func (a *arrivals) refillHorizon(boot, keep time.Duration) time.Duration {
-	return boot + time.Duration(a.trust*float64(keep)).Round(time.Second)
+	return boot + time.Duration(min(max(a.trust, 0), 1)*float64(keep)).Round(time.Second)
 }
