@@ -87,9 +87,9 @@ var shapeWeeks = flag.Bool("bench.shapes", false, "run the policy on whole gener
 // capacity failure, and the pools serve most jobs (p95 well under a boot);
 // on the steady Poisson shape the target itself. Short windows by default
 // (a day to learn and what follows), where one learned day is not enough
-// for office; -bench.shapes replays whole weeks, where p95 is within 20 s
-// on every shape and seed (14-15 s except monorepo's 17-18 s: the goal,
-// p95 <= the target everywhere, is not met there; docs/bench.md).
+// for office; -bench.shapes replays whole weeks, where p95 must meet the
+// target on every shape and seed (14-15 s measured; the utilization side of
+// the goal is in README's frontier tables, not asserted here).
 func TestTargetWaitOnGeneratedShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays generated traces")
@@ -123,7 +123,7 @@ func TestTargetWaitOnGeneratedShapes(t *testing.T) {
 			if shape == "poisson" {
 				limit = 15
 			} else if *shapeWeeks {
-				limit = 20
+				limit = 15
 			}
 			if res.WaitP95S > limit || res.FailedCapacity != 0 {
 				t.Errorf("%s seed %d: p95 %.0fs (must be ≤ %.0fs), failed_capacity %d, utilization %.2f", shape, seed, res.WaitP95S, limit, res.FailedCapacity, res.Utilization)
