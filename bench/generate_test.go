@@ -85,11 +85,11 @@ var shapeWeeks = flag.Bool("bench.shapes", false, "run the policy on whole gener
 // target_wait on every generated shape and seed, with only the target set
 // (15 s at a 60 s boot and a 10 s resume). What it must hold everywhere: no
 // capacity failure, and the pools serve most jobs (p95 well under a boot);
-// on the steady Poisson shape the target itself. The whole goal (p95 ≤ the
-// target on every shape) is not met on monorepo, and not on every seed of
-// office and nightly once a day was learned: docs/bench.md has the numbers.
-// Short windows by default (a day to learn and what follows); -bench.shapes
-// replays whole weeks.
+// on the steady Poisson shape the target itself. Short windows by default
+// (a day to learn and what follows), where one learned day is not enough
+// for office; -bench.shapes replays whole weeks, where p95 must meet the
+// target on every shape and seed (14-15 s measured; the utilization side of
+// the goal is in README's frontier tables, not asserted here).
 func TestTargetWaitOnGeneratedShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays generated traces")
@@ -121,6 +121,8 @@ func TestTargetWaitOnGeneratedShapes(t *testing.T) {
 			res := run(t, all, all[0].Arrival, c)
 			limit := 45.0
 			if shape == "poisson" {
+				limit = 15
+			} else if *shapeWeeks {
 				limit = 15
 			}
 			if res.WaitP95S > limit || res.FailedCapacity != 0 {

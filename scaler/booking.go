@@ -120,7 +120,11 @@ func (s *Scaler) Acquire(key string) (instanceID string, ok bool, err error) {
 		// A job was taken for this booking: that is an arrival, what the
 		// arrival model learns from (a booking given back unused is not).
 		r.arrived = true
+		r.arrivedAt = s.now
 		s.arr.record(s.now, 1)
+		if r.inst != nil && r.env == nil {
+			s.observeWait(0) // a slot at once
+		}
 	}
 	if r.inst != nil && (r.env == nil || r.inst.phase == phaseReady) {
 		if !r.acquired {

@@ -48,6 +48,10 @@ const (
 	// neighbourSlots is how many slots on each side pool their needs into
 	// a slot's (30 minutes either way).
 	neighbourSlots = 2
+	// gapSlots is the longest quiet gap between arrivals that still counts
+	// as busy hours for pooling (an hour: office builds every ~20 minutes
+	// leave such gaps; the hours after a 02:00 burst are not busy).
+	gapSlots = 4
 	// priorWeight is what the daily profile weighs against each time the
 	// slot was seen on its own weekday (up to maxWeekWeight of them).
 	priorWeight   = 1.0
@@ -123,6 +127,11 @@ type arrivals struct {
 	cur       need
 	prev      need // need of the last slot that ended
 
+	// trust is how far the tier's refill counts on busy instances coming
+	// back, 0 to 1 when used (it runs from -1 to 2, refill.go); it is
+	// learned again after a restart.
+	trust float64
+
 	recent   float64 // arrivals per second, exponentially weighted
 	releases float64 // jobs ending per second, exponentially weighted
 	recentAt time.Time
@@ -133,7 +142,7 @@ type arrivals struct {
 }
 
 func newArrivals() *arrivals {
-	a := &arrivals{tierH: time.Minute}
+	a := &arrivals{tierH: time.Minute, trust: 0.5}
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
 	a.m.WeekHot = make([]float64, slotsPerWeek)
@@ -360,9 +369,14 @@ func (a *arrivals) forecast(now time.Time, lead time.Duration) forecast {
 	a.roll(now)
 	a.decay(now)
 	// The recent past stands for the next minutes: the last slot that
-	// ended, and the one being counted once it has seen enough jobs.
+	// ended (within busy hours, see stillBusy), and the one being counted
+	// once it has seen enough jobs.
 	cur := a.current()
-	f := forecast{Rate: a.recent, Burst: max(a.prev.Tier, cur.Tier), Hot: max(a.prev.Hot, cur.Hot), Source: "recent arrivals"}
+	prev := a.prev
+	if !a.stillBusy(weekSlot(now)) {
+		prev = need{}
+	}
+	f := forecast{Rate: a.recent, Burst: max(prev.Tier, cur.Tier), Hot: max(prev.Hot, cur.Hot), Source: "recent arrivals"}
 	for t := now.Truncate(profileSlot); !t.After(now.Add(lead)); t = t.Add(profileSlot) {
 		nd, src, ok := a.profiled(weekSlot(t))
 		if !ok {
@@ -384,6 +398,9 @@ func (a *arrivals) forecast(now time.Time, lead time.Duration) forecast {
 // it, not only in those that happened to see one.
 func (a *arrivals) profiled(w int) (need, string, bool) {
 	own, src, ok := a.slotNeed(w)
+	if !a.borrows(w) {
+		return own, src, ok
+	}
 	for k := -neighbourSlots; k <= neighbourSlots; k++ {
 		nb, _, okn := a.slotNeed((w + slotsPerWeek + k) % slotsPerWeek)
 		if k == 0 || !okn || (nb.Tier <= own.Tier && nb.Hot <= own.Hot) {
@@ -393,6 +410,44 @@ func (a *arrivals) profiled(w int) (need, string, bool) {
 		src, ok = "neighbouring slots", true
 	}
 	return own, src, ok
+}
+
+// borrows reports whether week slot w pools its neighbours' needs. Pooling
+// covers builds that fall into one slot or the next by chance within busy
+// hours; it must not stretch a burst that comes at a set time (a 02:00
+// burst pre-warmed from 01:28 and held until 02:45). A slot borrows when it
+// saw arrivals itself or lies in a quiet gap of busy hours (arrivals within
+// gapSlots before and after it). The start of busy hours is pre-warmed by
+// the forecast's lead, not by pooling.
+func (a *arrivals) borrows(w int) bool {
+	if a.active(w) {
+		return true
+	}
+	before, after := false, false
+	for k := 1; k <= gapSlots; k++ {
+		before = before || a.active((w+slotsPerWeek-k)%slotsPerWeek)
+		after = after || a.active((w+k)%slotsPerWeek)
+	}
+	return before && after
+}
+
+// stillBusy reports whether the last slot's need still speaks for week slot
+// w: unless the profile saw w and w lies outside busy hours. The slot after
+// a burst at a set time holds no pool for it; with no profile yet, the
+// recent past is all there is.
+func (a *arrivals) stillBusy(w int) bool {
+	d := daySlot(w)
+	return a.m.DaySeen[d] == 0 || a.borrows(w)
+}
+
+// active reports whether week slot w saw arrivals, on its weekday or (the
+// prior) on its kind of day.
+func (a *arrivals) active(w int) bool {
+	d := daySlot(w)
+	if a.m.DaySeen[d] == 0 {
+		d = (d + slotsPerDay) % (dayKinds * slotsPerDay)
+	}
+	return a.m.WeekRate[w] > 0 || a.m.DayRate[d] > 0
 }
 
 // slotNeed is one slot's need: the weekday profile blended with the daily

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 //	release at=Mon-10:04 n=40 [spread=30s] [week=N]
 //	forecast at=Tue-09:58 [lead=2m] [week=N]
 //	profile slot=Mon-10:00         the slot's weekday and daily profile, once it ended
+//	waits n=100 [missed=5]         n jobs' waits steer the refill trust (missed of them past the target, first)
 func TestForecastScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/forecast", func(t *testing.T, path string) {
 		a := newArrivals()
@@ -77,6 +79,19 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 			}
 		}
 		return fmt.Sprintf("%s %d\n", d.Cmd, n), nil
+	case "waits":
+		var n, missed int
+		if _, err := fmt.Sscan(arg("n", "1"), &n); err != nil {
+			return "", err
+		}
+		if _, err := fmt.Sscan(arg("missed", "0"), &missed); err != nil {
+			return "", err
+		}
+		for i := range n {
+			a.steer(i < missed)
+		}
+		return fmt.Sprintf("trust %.3f: refill counts returns within %s (boot 1m, keep 10m)\n",
+			math.Round(a.trust*1000)/1000+0, a.refillHorizon(time.Minute, 10*time.Minute)), nil
 	case "forecast":
 		lead, err := dur("lead", "2m")
 		if err != nil {

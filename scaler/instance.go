@@ -96,6 +96,9 @@ type reservation struct {
 	env      *env // set when the reservation resumes an environment
 	lost     string
 	arrived  bool // counted by the arrival model
+	// arrivedAt is when the job was taken (its first Acquire), to learn
+	// its wait while it is bound late (refill.go).
+	arrivedAt time.Time
 }
 
 type env struct {
@@ -222,6 +225,9 @@ func (s *Scaler) bindQueued() {
 			r.acquired = true
 			s.acquired++
 			s.emit(Bound{Key: r.key, InstanceID: r.inst.id})
+			if r.env == nil && !r.arrivedAt.IsZero() {
+				s.observeWait(s.now.Sub(r.arrivedAt))
+			}
 		}
 	}
 	if s.qhead == len(s.queue) {

@@ -108,11 +108,8 @@ func (s *Scaler) scaleUp() {
 	if stock := want - max(desired-have, 0); stock > 0 {
 		// Busy instances that come back soon refill the tier on their
 		// own: booting for them too would only make a surplus that is
-		// deleted unused later. Soon is a boot plus the release rate's
-		// time constant, the span the rate speaks for (measured on the
-		// generated shapes and the Travis week: a boot alone boots twice
-		// as often for the same waits, docs/bench.md).
-		ret := int(s.arr.returning(s.now, s.bootEst+releaseTau))
+		// deleted unused later. How soon is learned (refill.go).
+		ret := int(s.arr.returning(s.now, s.refillHorizon(p)))
 		want -= min(stock, ret)
 	}
 	want = min(want, s.cfg.MaxInstances-s.Total())

@@ -29,6 +29,7 @@ func newBenchCmd() *cobra.Command {
 		svgFile     string
 		schedule    []string
 		htmlFile    string
+		ff          frontierFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --trace FILE [flags]",
@@ -74,6 +75,9 @@ policy did over time.`,
 				return fmt.Errorf("no jobs in the window --from %s --hours %g of %s", from, hours, trace)
 			}
 			jobs = bench.CapDurations(jobs, maxDuration)
+			if ff.on {
+				return runBenchFrontier(cmd.OutOrStdout(), jobs, start, cfg, ff, asJSON)
+			}
 			var samples []bench.Sample
 			if svgFile != "" || htmlFile != "" {
 				cfg.Timeline = func(s bench.Sample) { samples = append(samples, s) }
@@ -146,6 +150,7 @@ policy did over time.`,
 	f.StringVar(&htmlFile, "html", "", "also write an HTML report with zoomable charts (as the web console's) of the replay into this file")
 	f.StringVar(&svgFile, "svg", "", "also draw demand, hot, suspended and booting instances and the wait over time into this SVG file")
 	addBenchPoolFlags(f, &cfg, &schedule)
+	addBenchFrontierFlags(f, &ff)
 	cmd.AddCommand(newBenchConvertCmd(), newBenchGenerateCmd())
 	return cmd
 }
