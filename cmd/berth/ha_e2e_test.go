@@ -518,3 +518,55 @@ func percentiles(ds []time.Duration) (p50, max time.Duration) {
 	slices.Sort(s)
 	return s[len(s)/2].Round(10 * time.Millisecond), s[len(s)-1].Round(10 * time.Millisecond)
 }
+
+// TestHABookingLatencyFigures measures what [ha] adds to a job's start
+// through the daemon: 20 jobs one after the other on a warm instance, each
+// from its submit to its start (the job's created_at → started_at, both
+// stamped by the leader: the job loop's wake-up, the booking saved, the
+// job taken from the queue, the slot bound, the connection details, the
+// start recorded), with state.db and queue.db (no [ha]) and with both in
+// etcd (one embedded member). Skipped unless BERTH_HA_FIGURES=1;
+// docs/ha.md quotes its output:
+//
+//	BERTH_HA_FIGURES=1 go test ./cmd/berth -run TestHABookingLatencyFigures -v
+func TestHABookingLatencyFigures(t *testing.T) {
+	if os.Getenv("BERTH_HA_FIGURES") == "" {
+		t.Skip("set BERTH_HA_FIGURES=1 to measure a booking's latency with and without [ha]")
+	}
+	const warm = `
+[autoscaler]
+max_instances = 1
+[[autoscaler.policy]]
+idle_count = 1
+preemptive_mode = true
+`
+	measure := func(d *daemon) (p50, max time.Duration) {
+		waitFor(t, 2*time.Minute, "a warm instance", func() bool {
+			for _, in := range d.instances() {
+				if in.State == "running" {
+					return true
+				}
+			}
+			return false
+		})
+		var lat []time.Duration
+		for range 20 {
+			j := d.waitJobs(time.Minute, d.submit("--", "true"))[0]
+			if j.State != api.JobSuccess || j.StartedAt == nil {
+				t.Fatalf("job %s: %s %q", j.ID, j.State, j.Reason)
+			}
+			lat = append(lat, j.StartedAt.Sub(j.CreatedAt))
+		}
+		slices.Sort(lat)
+		return lat[len(lat)/2].Round(100 * time.Microsecond), lat[len(lat)-1].Round(100 * time.Microsecond)
+	}
+	single := newDaemon(t, warm)
+	sp50, smax := measure(single)
+	single.stop()
+	f := newHAFleet(t, 1, warm)
+	leader := f.manager()
+	leader.waitRole(30*time.Second, "leader")
+	hp50, hmax := measure(leader)
+	t.Logf("submit → job started on a warm instance, 20 jobs: state.db + queue.db p50 %v max %v; [ha] etcd (1 member) p50 %v max %v",
+		sp50, smax, hp50, hmax)
+}
