@@ -525,7 +525,7 @@ func percentiles(ds []time.Duration) (p50, max time.Duration) {
 // stamped by the leader: the job loop's wake-up, the booking saved, the
 // job taken from the queue, the slot bound, the connection details, the
 // start recorded), with state.db and queue.db (no [ha]) and with both in
-// etcd (one embedded member). Skipped unless BERTH_HA_FIGURES=1;
+// etcd (one embedded member, then three). Skipped unless BERTH_HA_FIGURES=1;
 // docs/ha.md quotes its output:
 //
 //	BERTH_HA_FIGURES=1 go test ./cmd/berth -run TestHABookingLatencyFigures -v
@@ -565,10 +565,13 @@ preemptive_mode = true
 	single := newDaemon(t, warm)
 	sp50, smax := measure(single)
 	single.stop()
-	f := newHAFleet(t, 1, warm)
-	leader := f.manager()
-	leader.waitRole(30*time.Second, "leader")
-	hp50, hmax := measure(leader)
-	t.Logf("submit → job started on a warm instance, 20 jobs: state.db + queue.db p50 %v max %v; [ha] etcd (1 member) p50 %v max %v",
-		sp50, smax, hp50, hmax)
+	t.Logf("submit → job started on a warm instance, 20 jobs: state.db + queue.db p50 %v max %v", sp50, smax)
+	for _, members := range []int{1, 3} {
+		f := newHAFleet(t, members, warm)
+		leader := f.manager()
+		leader.waitRole(30*time.Second, "leader")
+		hp50, hmax := measure(leader)
+		leader.stop()
+		t.Logf("submit → job started on a warm instance, 20 jobs: [ha], etcd of %d member(s) p50 %v max %v", members, hp50, hmax)
+	}
 }
