@@ -938,7 +938,11 @@ func (m *Manager) finishJob(jobCtx context.Context, log *slog.Logger, job jobsou
 		select {
 		case <-time.After(wait):
 		case <-jobCtx.Done():
-			log.Error("giving up saving the job result: berth is stopping; the next start marks the job failed", "err", err)
+			next := "the next start marks the job failed"
+			if m.ha != nil {
+				next = "the next leader's takeover marks the job failed"
+			}
+			log.Error("giving up saving the job result: berth is stopping; "+next, "err", err)
 			return
 		}
 		wait = min(2*wait, m.opts.finishRetryMax())
