@@ -481,6 +481,15 @@ func (f *Fleet) update(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
 	defer cancel()
+	// A listing changes nothing at the provider, but its result drives
+	// the core: a stale leader must not even list (a timer that fired
+	// during a SIGSTOP).
+	if err := f.confirm(cctx); err != nil {
+		if !errors.Is(err, ErrStopped) && ctx.Err() == nil {
+			f.log.Warn("provider listing not made; keeping the last view", "err", err)
+		}
+		return
+	}
 	var listing []scaler.Listed
 	err := f.opts.Provider.Update(cctx, func(id string, s provider.State) {
 		listing = append(listing, scaler.Listed{ID: id, State: s})
@@ -656,6 +665,9 @@ func (f *Fleet) connect(ctx context.Context, key, id string, state []byte) (Acqu
 	f.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
 	defer cancel()
+	if err := f.confirm(cctx); err != nil {
+		return Acquisition{Key: key, Instance: id}, fmt.Errorf("get connection details of instance %s: %w", id, err)
+	}
 	ci, err := f.opts.Provider.ConnectInfo(cctx, id)
 	if err != nil {
 		return Acquisition{Key: key, Instance: id}, fmt.Errorf("get connection details of instance %s: %w", id, err)

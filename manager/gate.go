@@ -10,10 +10,13 @@ import (
 
 // gatedGroup lets a provider call through only while this manager may act
 // on the fleet: under [ha], while it leads and etcd confirms it (see
-// haState.mayAct). The fleet stops its loops when a term ends, but calls
-// already decided (an Increase after a save, a reset after a job, a
-// listing on a timer that fired after a SIGSTOP) would still reach the
-// provider: the gate refuses them before they leave berth.
+// Manager.mayAct). It guards the calls the manager makes itself, outside
+// the fleet: Init, the reset after a job (which may come long after the
+// job's term ended), the resets of dead jobs at a takeover, the ready
+// hook's connection details. The fleet's own calls (listings, increases,
+// deletes, heartbeats, suspends, connection details at acquire) do not
+// pass here: the fleet asks the same store right before each of them
+// (fleet.confirm), and stops for good once it is refused.
 //
 // The gate implements every optional interface. That is safe because berth
 // asks the provider's Info, not the type, whether it may suspend or

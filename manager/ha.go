@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berth-ci/berth/ha"
+	"github.com/berth-ci/berth/store"
 )
 
 // This file runs berth as one of several managers sharing a fleet through
@@ -120,19 +121,44 @@ func advertiseURL(configured, listen string, tls bool) (string, error) {
 }
 
 // mayAct says whether this manager may act on the fleet now: always for a
-// single manager; under [ha] only while it leads, as etcd confirms with a
-// linearizable read before each provider call and job start. A paused
-// leader that resumes after its lease expired is refused here on its
-// first attempt, whatever its own timers believe.
-func (m *Manager) mayAct(ctx context.Context) error {
+// single manager; under [ha] only while it leads. It asks the state's
+// store (ha.Store.Leading): the term is live and etcd showed the election
+// key with the revision won within ha.ConfirmAfter (a fenced save counts),
+// or shows it now with one linearizable read. That is the check the fleet
+// makes before each of its provider calls, with the same proof, so a
+// provider call pays at most one etcd read whichever path it takes. A
+// leader resumed after a pause longer than its lease (SIGSTOP, a long GC,
+// a frozen VM) finds its proof stale, asks etcd and is refused on its
+// first attempt, whatever its own timers believe; the refusal stops the
+// term's fleet, which ends the term (lead → stepDown → Resign).
+func (m *Manager) mayAct(context.Context) error {
 	if m.ha == nil {
 		return nil
 	}
-	t := m.ha.term.Load()
-	if t == nil {
+	if m.ha.term.Load() == nil {
 		return errStandby
 	}
-	return t.Confirm(ctx)
+	err := m.ha.store.Leading()
+	if errors.Is(err, store.ErrFenced) {
+		if f := m.live.Load(); f != nil {
+			f.Stop(err)
+		}
+	}
+	return err
+}
+
+// queueFence is the built-in queue's fence under [ha]: the current term's
+// election key and revision, asked at every leader write of the queue
+// (take, start, finish, a log chunk, TakeOver), so that etcd refuses them
+// once another manager leads. No term (a standby) or an ended one: not ok,
+// and the queue refuses without asking etcd.
+func (m *Manager) queueFence() (string, int64, bool) {
+	t := m.ha.term.Load()
+	if t == nil || t.Context().Err() != nil {
+		return "", 0, false
+	}
+	f := t.Fence()
+	return f.Key, f.Rev, true
 }
 
 // role is "leader" or "standby" under [ha], "" for a single manager.

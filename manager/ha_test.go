@@ -81,11 +81,19 @@ type haManager struct {
 	token  string
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
 }
 
 // startHAManager runs a manager with [ha] on etcd at endpoints; token is
 // the shared API token ("" to let it make one).
 func startHAManager(t *testing.T, endpoints []string, prefix, token string) *haManager {
+	t.Helper()
+	return startHAManagerWith(t, endpoints, prefix, token, "counting-sim", nil)
+}
+
+// startHAManagerWith is startHAManager with the provider named, and
+// before, if set, called between New and Run.
+func startHAManagerWith(t *testing.T, endpoints []string, prefix, token, prov string, before func(*Manager)) *haManager {
 	t.Helper()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
@@ -99,8 +107,8 @@ func startHAManager(t *testing.T, endpoints []string, prefix, token string) *haM
 		}
 	}
 	eps, _ := json.Marshal(endpoints)
-	toml := fmt.Sprintf("listen = %q\nstate_dir = %q\n[autoscaler]\nprovider = \"counting-sim\"\nmax_instances = 3\n[autoscaler.policy]\nidle_count = 1\n[ha]\netcd_endpoints = %s\nlease_ttl = \"2s\"\nkey_prefix = %q\n",
-		addr, state, eps, prefix)
+	toml := fmt.Sprintf("listen = %q\nstate_dir = %q\n[autoscaler]\nprovider = %q\nmax_instances = 3\n[autoscaler.policy]\nidle_count = 1\n[ha]\netcd_endpoints = %s\nlease_ttl = \"2s\"\nkey_prefix = %q\n",
+		addr, state, prov, eps, prefix)
 	cfg, err := config.Parse([]byte(toml), filepath.Join(dir, "berth.toml"))
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +122,9 @@ func startHAManager(t *testing.T, endpoints []string, prefix, token string) *haM
 	if err != nil {
 		t.Fatal(err)
 	}
+	if before != nil {
+		before(m)
+	}
 	tok, _ := os.ReadFile(api.TokenPath(state))
 	h := &haManager{m: m, addr: addr, token: string(tok[:len(tok)-1]), cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- m.Run(ctx) }()
@@ -121,9 +132,12 @@ func startHAManager(t *testing.T, endpoints []string, prefix, token string) *haM
 	return h
 }
 
+// stop stops the manager and waits for Run; it may be called again.
 func (h *haManager) stop() {
-	h.cancel()
-	<-h.done
+	h.once.Do(func() {
+		h.cancel()
+		<-h.done
+	})
 }
 
 // health asks the manager's /healthz.

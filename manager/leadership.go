@@ -18,15 +18,18 @@ type leadership struct {
 	fleet *fleet.Fleet
 	// term is nil for a single manager.
 	term *ha.Term
+	// mayAct confirms the term (Manager.mayAct); nil for a single manager.
+	mayAct func(context.Context) error
 }
 
 // ended says whether the term is over, asking etcd when this manager has
-// not noticed yet (a pause past the lease).
+// not noticed yet (a pause past the lease). While the term's context
+// lives, the manager's current term is this one, so mayAct speaks for it.
 func (l *leadership) ended(ctx context.Context) bool {
 	if l.term == nil {
 		return false
 	}
-	return l.ctx.Err() != nil || l.term.Confirm(context.WithoutCancel(ctx)) != nil
+	return l.ctx.Err() != nil || l.mayAct(context.WithoutCancel(ctx)) != nil
 }
 
 type leadershipKey struct{}

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/console"
 	"github.com/berth-ci/berth/executor"
@@ -78,10 +79,14 @@ type Manager struct {
 	// hostKeys records the host keys a provider plugin cannot report.
 	hostKeys plugin.HostKeyStore
 	// ha is this manager's part in the election; nil without [ha].
-	ha     *haState
-	prov   provider.InstanceGroup
-	plugin *plugin.Group // nil for a built-in provider
-	info   provider.Info
+	ha   *haState
+	prov provider.InstanceGroup
+	// fleetProv is the provider the fleet calls: prov without the gate,
+	// since the fleet confirms leadership itself right before each of its
+	// calls (through the store, store.Leader).
+	fleetProv provider.InstanceGroup
+	plugin    *plugin.Group // nil for a built-in provider
+	info      provider.Info
 	// restarted signals a restart of the provider plugin.
 	restarted chan struct{}
 	fleet     *fleet.Fleet
@@ -108,9 +113,6 @@ type Manager struct {
 	// jobs' images there itself (image.go). nil: instances pull.
 	hostImages provider.ImageCacher
 
-	// reconciled is set once the parked environments were matched with
-	// the queue's interrupted jobs (first term only).
-	reconciled bool
 	// serving is set once Run serves the API on the listen address.
 	serving bool
 	// jobCtx is the context of every job, canceled at the end of the
@@ -151,7 +153,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, err
 	}
-	if m.queue, err = m.openQueue(); err != nil {
+	if m.queue, err = m.openQueue(ctx); err != nil {
 		return nil, err
 	}
 	warnIsolatedGitLab(cfg, log)
@@ -183,9 +185,19 @@ func (o Options) withDefaults(cfg *config.Config) Options {
 }
 
 // openQueue opens the built-in queue: the one place that chooses its
-// storage.
-func (m *Manager) openQueue() (*queue.Queue, error) {
-	return queue.Open(filepath.Join(m.cfg.StateDir, "queue"), queue.WithLogger(m.log), queue.WithResumeCheck(m.checkResumeKey))
+// storage. Under [ha] it lives in etcd under <key_prefix>queue/, shared by
+// every manager: any of them queues and reads jobs, only the leader of
+// the current term takes, starts and finishes them (queueFence).
+func (m *Manager) openQueue(ctx context.Context) (*queue.Queue, error) {
+	opts := []queue.Option{queue.WithLogger(m.log), queue.WithResumeCheck(m.checkResumeKey)}
+	if m.ha != nil {
+		q, err := queue.OpenEtcd(ctx, m.ha.cli, m.cfg.HA.KeyPrefix+"queue/", m.queueFence, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("ha: %w", err)
+		}
+		return q, nil
+	}
+	return queue.Open(filepath.Join(m.cfg.StateDir, "queue"), opts...)
 }
 
 // counts feeds the fleet gauges of /metrics: zero while no fleet runs here.
@@ -212,12 +224,20 @@ func (m *Manager) takeCharge(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	interrupted := m.queue.Interrupted() // a single manager: the jobs Open failed
+	if m.ha != nil {
+		// Before any job is taken: the previous leader's running jobs
+		// cannot be finished by it any more (its writes are fenced).
+		if interrupted, err = m.queue.TakeOver(); err != nil {
+			return err
+		}
+	}
 	core, err := m.restoreCore(ctx, saved, haveSaved)
 	if err != nil {
 		return err
 	}
 	m.fleet = fleet.New(core, fleet.Options{
-		Provider:       m.prov,
+		Provider:       m.fleetProv,
 		Store:          m.store,
 		Logger:         m.log,
 		ReadyHook:      m.readyHook,
@@ -225,9 +245,8 @@ func (m *Manager) takeCharge(ctx context.Context) error {
 		Observe:        m.observe,
 	})
 	m.live.Store(m.fleet)
-	if haveSaved && !m.reconciled {
-		m.reconciled = true // the queue's interrupted jobs are those of this process's start
-		m.reconcileParked(saved.Envs)
+	if haveSaved {
+		m.reconcileParked(saved.Envs, interrupted)
 	}
 	return nil
 }
@@ -243,16 +262,21 @@ func (m *Manager) startProvider(ctx context.Context) error {
 	}
 	m.hostImages, _ = m.prov.(provider.ImageCacher) // Meter's wrapper hides it
 	m.prov = m.metrics.Meter(m.prov)                // every provider call timed, by method
+	m.fleetProv = m.prov
 	if m.ha != nil {
 		// Outside the meter: /metrics counts the calls that reached the
-		// provider, not those the gate refused.
+		// provider, not those the gate refused. Only the manager's own
+		// calls (Init, the resets after a job and of dead jobs, the ready
+		// hook's connection details) pass the gate; the fleet's are
+		// checked by the fleet, with the same store and proof, so no call
+		// is checked twice.
 		m.prov = gate(m.prov, m.mayAct)
 	}
 	m.info, err = m.initProvider(ctx, provName, provider.Settings{Config: as.ProviderConfig, StateDir: m.providerDir(provName),
 		Private: privatePaths(m.cfg), Capacity: as.CapacityPerInstance})
 	if err != nil {
 		_ = m.prov.Shutdown(context.WithoutCancel(ctx))
-		m.prov, m.plugin = nil, nil
+		m.prov, m.fleetProv, m.plugin = nil, nil, nil
 		return fmt.Errorf("initialise provider %q: %w", provName, err)
 	}
 	return nil
@@ -478,7 +502,7 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) lead(ctx context.Context, t *ha.Term) {
 	l := &leadership{ctx: context.Background(), fleet: m.fleet, term: t}
 	if t != nil {
-		l.ctx = t.Context()
+		l.ctx, l.mayAct = t.Context(), m.mayAct
 	}
 	f := m.fleet
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
@@ -886,28 +910,83 @@ func (m *Manager) settle(ctx context.Context, l *leadership, log *slog.Logger, k
 func (m *Manager) finishJob(jobCtx context.Context, log *slog.Logger, job jobsource.Job, r jobsource.Result) {
 	wait := min(time.Second, m.opts.finishRetryMax())
 	for attempt := 1; ; attempt++ {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(jobCtx), time.Minute)
-		err := job.Finish(fctx, r)
-		cancel()
+		err := m.mayFinish(jobCtx, job)
+		if err == nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(jobCtx), time.Minute)
+			err = job.Finish(fctx, r)
+			cancel()
+		}
 		if err == nil {
 			if attempt > 1 {
 				log.Info("job result saved after retrying", "attempts", attempt)
 			}
 			return
 		}
-		if !errors.Is(err, queue.ErrNoSpace) && !errors.Is(err, queue.ErrWrite) {
+		switch {
+		case errors.Is(err, queue.ErrNotLeader) || errors.Is(err, queue.ErrFenced):
+			if !m.resultStillOpen(log, job) {
+				return
+			}
+			log.Warn("cannot record the job result: this manager does not lead now; retrying until it leads again or another leader ends the job",
+				"attempt", attempt, "next_try_in", wait, "err", err)
+		case errors.Is(err, queue.ErrNoSpace) || errors.Is(err, queue.ErrWrite):
+			log.Error("cannot save the job result; retrying until it can be written (free disk space)", "attempt", attempt, "next_try_in", wait, "err", err)
+		default:
 			log.Error("report job result", "err", err)
 			return
 		}
-		log.Error("cannot save the job result; retrying until it can be written (free disk space)", "attempt", attempt, "next_try_in", wait, "err", err)
 		select {
 		case <-time.After(wait):
 		case <-jobCtx.Done():
-			log.Error("giving up saving the job result: berth is stopping; the next start marks the job failed", "err", err)
+			next := "the next start marks the job failed"
+			if m.ha != nil {
+				next = "the next leader's takeover marks the job failed"
+			}
+			log.Error("giving up saving the job result: berth is stopping; "+next, "err", err)
 			return
 		}
 		wait = min(2*wait, m.opts.finishRetryMax())
 	}
+}
+
+// mayFinish holds back the Finish of a built-in queue job under [ha] while
+// this manager cannot show that it leads (a standby, a term that ended,
+// etcd unreachable): Finish closes the job's log, and a log that cannot
+// reach etcd then would turn a success into "could not store its output".
+// Held back, the log stays open in memory and the result waits for a
+// later term of this manager (etcd back), unless another leader ends the
+// job first (resultStillOpen).
+func (m *Manager) mayFinish(ctx context.Context, job jobsource.Job) error {
+	if _, ok := job.(*queue.Job); !ok || m.ha == nil {
+		return nil
+	}
+	if err := m.mayAct(ctx); err != nil {
+		return fmt.Errorf("%w (%v)", queue.ErrNotLeader, err)
+	}
+	return nil
+}
+
+// resultStillOpen says whether a queue job whose result the etcd queue
+// refused to this manager (not the leader, or fenced) is still running in
+// the shared queue, so that a later term of this manager may record it.
+// Once another leader took the queue over, the job is failed with
+// queue.FailoverReason and that stays its result: the new leader reset its
+// instance, and a success seen only by a manager that no longer led
+// cannot be told from one it would have recorded after that reset.
+func (m *Manager) resultStillOpen(log *slog.Logger, job jobsource.Job) bool {
+	if _, ok := job.(*queue.Job); !ok {
+		return false
+	}
+	j, err := m.queue.Get(job.ID())
+	if err != nil {
+		return true // etcd cannot say now: keep the result and ask again
+	}
+	if j.State != api.JobRunning {
+		log.Warn("job result not recorded: the leader that took over ended the job first, its result stands",
+			"state", j.State, "reason", j.Reason)
+		return false
+	}
+	return true
 }
 
 // recycleAndRelease resets the instance and gives key's slot back. A reset

@@ -3,6 +3,7 @@ package manager
 import (
 	"encoding/json"
 
+	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/jobsource"
 	"github.com/berth-ci/berth/jobsource/queue"
 	"github.com/berth-ci/berth/scaler"
@@ -21,10 +22,11 @@ func (m *Manager) sourceName(job jobsource.Job) string {
 // record in queue.db gets the key, so a berth killed in between left a
 // parked environment no job named, and the job that succeeded was failed
 // at the next start. The environment's saved state names its job and
-// result: a queue job that Open failed for the restart gets them back.
-func (m *Manager) reconcileParked(envs []scaler.EnvRecord) {
+// result: a queue job that Open failed for the restart, or that TakeOver
+// failed for a failover (under [ha], each term), gets them back.
+func (m *Manager) reconcileParked(envs []scaler.EnvRecord, jobs []api.Job) {
 	interrupted := map[string]bool{}
-	for _, j := range m.queue.Interrupted() {
+	for _, j := range jobs {
 		interrupted[j.ID] = true
 	}
 	for _, e := range envs {

@@ -47,7 +47,7 @@ func TestParkedEnvironmentAndJobRecordAgreeAfterAKillInBetween(t *testing.T) {
 	m.reconcileParked([]scaler.EnvRecord{
 		{Key: "s1-parked", InstanceID: "i1", State: state},
 		{Key: "s1-other", InstanceID: "i2", State: other},
-	})
+	}, q.Interrupted())
 
 	j, _ := q.Get(sub.ID)
 	if j.State != api.JobSuccess || j.EnvKey != "s1-parked" || j.Instance != "i1" {

@@ -26,8 +26,11 @@ func (m *Manager) prune(ctx context.Context) {
 		if m.cfg.LogRetention > 0 {
 			logsBefore = now.Add(-m.cfg.LogRetention)
 		}
-		if _, err := m.queue.Prune(jobsBefore, logsBefore); err != nil {
-			m.log.Warn("cannot prune finished jobs; trying again later", "err", err)
+		// Under [ha] the queue is shared: the leader prunes it for all.
+		if m.ha == nil || m.ha.leading.Load() {
+			if _, err := m.queue.Prune(jobsBefore, logsBefore); err != nil {
+				m.log.Warn("cannot prune finished jobs; trying again later", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

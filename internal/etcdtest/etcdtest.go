@@ -31,6 +31,8 @@ type Cluster struct {
 
 	// closing tracks members still shutting down.
 	closing sync.WaitGroup
+	// cfgs start the members again (RestartMember).
+	cfgs []*embed.Config
 }
 
 // Start runs a cluster of n members (1 or 3) with its data in t.TempDir
@@ -88,7 +90,7 @@ func start(parent string, n int) (*Cluster, error) {
 		initial = append(initial, cfg.Name+"="+peer.String())
 		cfgs[i] = cfg
 	}
-	c := &Cluster{}
+	c := &Cluster{cfgs: cfgs}
 	for _, cfg := range cfgs {
 		cfg.InitialCluster = strings.Join(initial, ",")
 		e, err := embed.StartEtcd(cfg)
@@ -133,6 +135,31 @@ func (c *Cluster) StopMember(i int) {
 		c.Members[i] = nil
 		c.closing.Go(e.Close)
 	}
+}
+
+// RestartMember starts the stopped member i again on its data and ports,
+// once every stopping member finished, and waits until it is ready: etcd
+// coming back after an outage.
+func (c *Cluster) RestartMember(i int) error {
+	if c.Members[i] != nil {
+		return fmt.Errorf("etcd member %d is running", i)
+	}
+	c.closing.Wait()
+	e, err := embed.StartEtcd(c.cfgs[i])
+	if err != nil {
+		return fmt.Errorf("restart etcd member %d: %w", i, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("restart etcd member %d: %w", i, err)
+	case <-time.After(startTimeout):
+		e.Close()
+		return fmt.Errorf("restart etcd member %d: not ready after %s", i, startTimeout)
+	}
+	c.Members[i] = e
+	return nil
 }
 
 // Stop stops every member and waits until all have stopped.
