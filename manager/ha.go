@@ -65,36 +65,25 @@ func (m *Manager) openHA(ctx context.Context) error {
 	return nil
 }
 
-// openEtcdState opens the state in etcd, one log line per failed attempt.
-func (m *Manager) openEtcdState(ctx context.Context, cli *clientv3.Client, prefix string, endpoints []string) (*ha.Store, error) {
-	wait := min(time.Second, m.opts.startRetryMax())
-	var sh *startupHealth
-	defer func() { sh.close() }()
-	for attempt := 1; ; attempt++ {
-		st, err := ha.OpenStore(ctx, cli, prefix)
-		if err == nil {
-			if attempt > 1 {
-				m.log.Info("etcd reachable after retrying", "attempts", attempt)
-			}
-			return st, nil
-		}
-		var corrupt *ha.CorruptError
-		if errors.As(err, &corrupt) || ctx.Err() != nil {
-			return nil, fmt.Errorf("ha: %w", err)
-		}
-		why := fmt.Sprintf("etcd at %v cannot be reached (attempt %d; next try in %v): %v", endpoints, attempt, wait, err)
-		m.log.Warn("etcd not reachable; retrying", "endpoints", endpoints, "attempt", attempt, "next_try_in", wait, "err", err)
-		if sh == nil {
-			sh = serveStartupHealth(m.cfg.Listen, m.tls, m.log)
-		}
-		sh.set(why)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("stopped while waiting for etcd: %w", err)
-		}
-		wait = min(2*wait, m.opts.startRetryMax())
+// openEtcdState opens the state in etcd, retrying while etcd cannot be
+// reached. A corrupt state is not retried: it needs an operator.
+func (m *Manager) openEtcdState(ctx context.Context, cli *clientv3.Client, prefix string, endpoints []string) (st *ha.Store, err error) {
+	w := startWait{
+		what: "etcd",
+		retryable: func(err error) bool {
+			var corrupt *ha.CorruptError
+			return !errors.As(err, &corrupt)
+		},
+		why: func(error) string { return fmt.Sprintf("etcd at %v cannot be reached", endpoints) },
 	}
+	err = m.retryAtStart(ctx, w, func() (err error) {
+		st, err = ha.OpenStore(ctx, cli, prefix)
+		return err
+	}, "endpoints", endpoints)
+	if err != nil {
+		return nil, fmt.Errorf("ha: %w", err)
+	}
+	return st, nil
 }
 
 // advertiseURL is ha.advertise_url, or the URL of the listen address: a

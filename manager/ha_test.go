@@ -293,7 +293,7 @@ func TestEtcdUnreachableAtStartIsRetried(t *testing.T) {
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "stopped while waiting for etcd") {
 		t.Errorf("New after the stop: %v", err)
 	}
-	if n := strings.Count(logged.String(), "etcd not reachable; retrying"); n < 1 {
+	if n := strings.Count(logged.String(), "etcd not ready; retrying"); n < 1 {
 		t.Errorf("%d log lines about the retries", n)
 	}
 }

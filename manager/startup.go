@@ -20,31 +20,55 @@ import (
 // until it passes or ctx ends, while /healthz answers 503 with the reason:
 // before issue 19 three throttled calls at start made `berth run` exit 1.
 // Any other error ends the start at once.
-func (m *Manager) initProvider(ctx context.Context, name string, s provider.Settings) (provider.Info, error) {
+func (m *Manager) initProvider(ctx context.Context, name string, s provider.Settings) (info provider.Info, err error) {
+	w := startWait{
+		what:      fmt.Sprintf("provider %q", name),
+		retryable: func(err error) bool { return errors.Is(err, provider.ErrTransient) },
+		why:       func(error) string { return fmt.Sprintf("initialising provider %q failed with a transient error", name) },
+	}
+	err = m.retryAtStart(ctx, w, func() (err error) {
+		info, err = m.prov.Init(ctx, s)
+		return err
+	}, "provider", name)
+	return info, err
+}
+
+// startWait is one thing berth waits for at start: what it is called in
+// the log and in /healthz, which errors may pass, and what failed.
+type startWait struct {
+	what      string
+	retryable func(error) bool
+	why       func(error) string
+}
+
+// retryAtStart calls try until it succeeds, fails with an error w does not
+// retry, or ctx ends; the wait doubles from 1 s up to StartRetryMax. One
+// log line per failed attempt (with logArgs); /healthz answers 503 with
+// the reason meanwhile, so that an operator sees why berth is not up.
+func (m *Manager) retryAtStart(ctx context.Context, w startWait, try func() error, logArgs ...any) error {
 	wait := min(time.Second, m.opts.startRetryMax())
 	var sh *startupHealth
 	defer func() { sh.close() }()
 	for attempt := 1; ; attempt++ {
-		info, err := m.prov.Init(ctx, s)
+		err := try()
 		if err == nil {
 			if attempt > 1 {
-				m.log.Info("provider initialised after retrying", "provider", name, "attempts", attempt)
+				m.log.Info(w.what+" ready after retrying", append(logArgs, "attempts", attempt)...)
 			}
-			return info, nil
+			return nil
 		}
-		if !errors.Is(err, provider.ErrTransient) {
-			return provider.Info{}, err
+		if !w.retryable(err) || ctx.Err() != nil {
+			return err
 		}
-		why := fmt.Sprintf("initialising provider %q failed with a transient error (attempt %d; next try in %v): %v", name, attempt, wait, err)
-		m.log.Warn("provider not ready; retrying", "provider", name, "attempt", attempt, "next_try_in", wait, "err", err)
+		m.log.Warn(w.what+" not ready; retrying", append(logArgs, "attempt", attempt, "next_try_in", wait, "err", err)...)
 		if sh == nil {
 			sh = serveStartupHealth(m.cfg.Listen, m.tls, m.log)
 		}
-		sh.set(why)
+		sh.set(fmt.Sprintf("%s (attempt %d; next try in %v): %v", w.why(err), attempt, wait, err))
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return provider.Info{}, fmt.Errorf("stopped while waiting for provider %q: %w", name, err)
+			return fmt.Errorf("stopped while waiting for %s: %w", w.what, err)
 		}
 		wait = min(2*wait, m.opts.startRetryMax())
 	}
