@@ -24,7 +24,8 @@ import (
 	"github.com/berth-ci/berth/provider"
 )
 
-// countingGroup is the sim provider counting every call berth makes to it.
+// countingGroup is the sim provider counting every call berth makes to it,
+// optional ones included.
 type countingGroup struct {
 	provider.InstanceGroup
 	calls atomic.Int64
@@ -48,6 +49,16 @@ func (c *countingGroup) Increase(ctx context.Context, n int) (int, error) {
 func (c *countingGroup) Decrease(ctx context.Context, ids []string) ([]string, error) {
 	c.calls.Add(1)
 	return c.InstanceGroup.Decrease(ctx, ids)
+}
+
+func (c *countingGroup) ConnectInfo(ctx context.Context, id string) (provider.ConnectInfo, error) {
+	c.calls.Add(1)
+	return c.InstanceGroup.ConnectInfo(ctx, id)
+}
+
+func (c *countingGroup) Heartbeat(ctx context.Context, id string) error {
+	c.calls.Add(1)
+	return c.InstanceGroup.Heartbeat(ctx, id)
 }
 
 // countingGroups are the groups made so far, in order: one per manager

@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,63 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berth-ci/berth/internal/etcdtest"
-	"github.com/berth-ci/berth/provider"
 )
-
-// everyCallGroup is the sim provider counting every call berth makes to it,
-// optional ones included.
-type everyCallGroup struct {
-	provider.InstanceGroup
-	calls atomic.Int64
-}
-
-func (c *everyCallGroup) count() { c.calls.Add(1) }
-
-func (c *everyCallGroup) Init(ctx context.Context, s provider.Settings) (provider.Info, error) {
-	c.count()
-	return c.InstanceGroup.Init(ctx, s)
-}
-
-func (c *everyCallGroup) Update(ctx context.Context, fn func(string, provider.State)) error {
-	c.count()
-	return c.InstanceGroup.Update(ctx, fn)
-}
-
-func (c *everyCallGroup) Increase(ctx context.Context, n int) (int, error) {
-	c.count()
-	return c.InstanceGroup.Increase(ctx, n)
-}
-
-func (c *everyCallGroup) Decrease(ctx context.Context, ids []string) ([]string, error) {
-	c.count()
-	return c.InstanceGroup.Decrease(ctx, ids)
-}
-
-func (c *everyCallGroup) ConnectInfo(ctx context.Context, id string) (provider.ConnectInfo, error) {
-	c.count()
-	return c.InstanceGroup.ConnectInfo(ctx, id)
-}
-
-func (c *everyCallGroup) Heartbeat(ctx context.Context, id string) error {
-	c.count()
-	return c.InstanceGroup.Heartbeat(ctx, id)
-}
-
-var everyCallGroups struct {
-	sync.Mutex
-	list []*everyCallGroup
-}
-
-func init() {
-	provider.Register("every-call-sim", func() provider.InstanceGroup {
-		sim, _ := provider.New("sim")
-		g := &everyCallGroup{InstanceGroup: sim}
-		everyCallGroups.Lock()
-		everyCallGroups.list = append(everyCallGroups.list, g)
-		everyCallGroups.Unlock()
-		return g
-	})
-}
 
 // electionReads counts the reads of keys under an election prefix: the
 // leadership checks.
@@ -91,19 +34,15 @@ func (r *electionReads) Get(ctx context.Context, key string, opts ...clientv3.Op
 func TestOneLeadershipReadPerProviderCall(t *testing.T) {
 	etcd := etcdtest.Start(t, 1)
 	reads := &electionReads{}
-	everyCallGroups.Lock()
-	made := len(everyCallGroups.list)
-	everyCallGroups.Unlock()
-	h := startHAManagerWith(t, etcd.Endpoints, "/one-read/", "", "every-call-sim", func(m *Manager) {
+	made := len(groupsMade())
+	h := startHAManagerWith(t, etcd.Endpoints, "/one-read/", "", "counting-sim", func(m *Manager) {
 		reads.KV = m.ha.cli.KV
 		m.ha.cli.KV = reads
 	})
 	h.waitRole(t, "leader")
 	time.Sleep(3 * time.Second) // listings every 200 ms, the idle instance made
 	h.stop()
-	everyCallGroups.Lock()
-	groups := everyCallGroups.list[made:]
-	everyCallGroups.Unlock()
+	groups := groupsMade()[made:]
 	if len(groups) != 1 {
 		t.Fatalf("%d providers made, want 1", len(groups))
 	}
