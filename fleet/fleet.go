@@ -359,6 +359,16 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 			}
 			f.do(func(c *scaler.Scaler) { c.HeartbeatResult(a.ID, err) })
 		})
+	default:
+		f.note(a)
+	}
+}
+
+// note carries out the actions that make no provider call: answering the
+// callers waiting for a slot or a lost instance, and the core's decisions
+// worth a log line.
+func (f *Fleet) note(a scaler.Action) {
+	switch a := a.(type) {
 	case scaler.Bound:
 		if ch, ok := f.waiters[a.Key]; ok {
 			delete(f.waiters, a.Key)
