@@ -131,18 +131,24 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 	if excess <= 0 {
 		return
 	}
-	old := cands[:0]
+	expired := 0
 	for _, in := range cands {
 		if s.now.Sub(in.pooledAt) >= keep {
-			old = append(old, in)
+			expired++
 		}
 	}
-	if len(old) == 0 {
+	// Surplus beyond the jobs the profile expects within the break-even
+	// time goes at once: keeping it only pays if a job comes for it.
+	if s.tierOn(p) && p.TargetWait > 0 && p.SuspendedIdleTime == 0 {
+		if n, ok := s.arr.expectedJobs(s.now, keep); ok {
+			expired = max(expired, s.pooled-max(s.poolTarget(p), n))
+		}
+	}
+	n := min(excess, expired, len(cands))
+	if n <= 0 {
 		return
 	}
-	sort.SliceStable(old, func(i, j int) bool { return old[i].pooledAt.Before(old[j].pooledAt) })
-	n := min(excess, len(old))
-	cands = old
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].pooledAt.Before(cands[j].pooledAt) })
 	s.emit(Scaled{Direction: "in", Suspended: s.pooled, SuspendedTarget: s.poolTarget(p), N: n, Tier: true})
 	for _, in := range cands[:n] {
 		s.deleteInstance(in, ReasonSuspendedIdle)
