@@ -542,3 +542,31 @@ func (a *arrivals) expectedJobs(now time.Time, d time.Duration) (int, bool) {
 	}
 	return int(math.Ceil(n)), true
 }
+
+// meanJobs is how many jobs the profile expects from now to now+d on
+// average (each slot's rate over its share of the span).
+func (a *arrivals) meanJobs(now time.Time, d time.Duration) int {
+	a.roll(now)
+	n := 0.0
+	end := now.Add(d)
+	for t := now.Truncate(profileSlot); t.Before(end); t = t.Add(profileSlot) {
+		w := weekSlot(t)
+		from, to := maxTime(t, now), minTime(t.Add(profileSlot), end)
+		n += max(a.m.WeekRate[w], a.m.DayRate[daySlot(w)]) * to.Sub(from).Seconds()
+	}
+	return int(n)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -22,6 +22,7 @@ import (
 //	profile slot=Mon-10:00         the slot's weekday and daily profile, once it ended
 //	waits n=100 [missed=5]         n jobs' waits steer the refill trust (missed of them past the target, first)
 //	expect at=Tue-02:05 [within=10m] how many more jobs the profile expects (expectedJobs), if it can tell
+//	mean at=Tue-10:20 [within=10m]   how many jobs the profile expects on average (meanJobs)
 func TestForecastScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/forecast", func(t *testing.T, path string) {
 		a := newArrivals()
@@ -102,6 +103,12 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 			return fmt.Sprintf("%d more jobs expected within %s\n", n, within), nil
 		}
 		return "cannot tell\n", nil
+	case "mean":
+		within, err := dur("within", "10m")
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d jobs on average within %s\n", a.meanJobs(at, within), within), nil
 	case "forecast":
 		lead, err := dur("lead", "2m")
 		if err != nil {

@@ -119,8 +119,8 @@ func (s *Scaler) resumeFailed(in *instance, err error) {
 }
 
 // expirePooled deletes pooled instances suspended longer than
-// suspended_idle_time while the tier holds more than its target, oldest
-// first. Without the tier (a policy period turned it off) they go after
+// suspended_idle_time (under target_wait, the break-even time, see below)
+// while the tier holds more than its target, oldest first. Without the tier (a policy period turned it off) they go after
 // idle_time, like any idle instance.
 func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 	keep := s.suspendedKeep(p)
@@ -137,11 +137,18 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 			expired++
 		}
 	}
-	// Surplus beyond the jobs the profile expects within the break-even
-	// time goes at once: keeping it only pays if a job comes for it.
+	// Under target_wait alone, keeping a surplus instance pays only if a
+	// job comes for it within the break-even time. After a burst at a set
+	// time the profile can tell how many will: the rest goes at once.
+	// Elsewhere, while the refill does not fully trust returns (it boots
+	// to refill the tier), instances the profile's mean arrivals within
+	// the break-even time would use stay past it: each stands in for a
+	// boot. At full trust the returns refill the tier by themselves.
 	if s.tierOn(p) && p.TargetWait > 0 && p.SuspendedIdleTime == 0 {
 		if n, ok := s.arr.expectedJobs(s.now, keep); ok {
 			expired = max(expired, s.pooled-max(s.poolTarget(p), n))
+		} else if s.arr.trust < 1 {
+			expired = min(expired, s.pooled-max(s.poolTarget(p), s.arr.meanJobs(s.now, keep)))
 		}
 	}
 	n := min(excess, expired, len(cands))
