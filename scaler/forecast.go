@@ -512,3 +512,61 @@ func (w *window) trim(now time.Time, tierH, hotH time.Duration) {
 		w.hotHead -= h
 	}
 }
+
+// expectedJobs is how many more jobs the profile expects from now to
+// now+d, and whether it can tell: only for a burst at a set time that has
+// come, in quiet hours. Within busy hours builds come at random times (one
+// slot may see two), so a quiet forecast there means little; with no
+// profile yet there is none. The slot being counted expects what its
+// profile holds beyond the jobs that already came; a quiet slot, none.
+func (a *arrivals) expectedJobs(now time.Time, d time.Duration) (int, bool) {
+	a.roll(now)
+	n := 0.0
+	for t := now.Truncate(profileSlot); t.Before(now.Add(d)); t = t.Add(profileSlot) {
+		w := weekSlot(t)
+		if a.m.DaySeen[daySlot(w)] == 0 {
+			return 0, false
+		}
+		if !t.Equal(a.slotStart) {
+			if a.borrows(w) {
+				return 0, false
+			}
+			continue
+		}
+		for k := 1; k <= neighbourSlots; k++ {
+			if a.active((w+k)%slotsPerWeek) || a.active((w+slotsPerWeek-k)%slotsPerWeek) {
+				return 0, false
+			}
+		}
+		n += max(max(a.m.WeekRate[w], a.m.DayRate[daySlot(w)])*profileSlot.Seconds()-float64(a.slotCount), 0)
+	}
+	return int(math.Ceil(n)), true
+}
+
+// meanJobs is how many jobs the profile expects from now to now+d on
+// average (each slot's rate over its share of the span).
+func (a *arrivals) meanJobs(now time.Time, d time.Duration) int {
+	a.roll(now)
+	n := 0.0
+	end := now.Add(d)
+	for t := now.Truncate(profileSlot); t.Before(end); t = t.Add(profileSlot) {
+		w := weekSlot(t)
+		from, to := maxTime(t, now), minTime(t.Add(profileSlot), end)
+		n += max(a.m.WeekRate[w], a.m.DayRate[daySlot(w)]) * to.Sub(from).Seconds()
+	}
+	return int(n)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

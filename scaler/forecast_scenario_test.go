@@ -21,6 +21,8 @@ import (
 //	forecast at=Tue-09:58 [lead=2m] [week=N]
 //	profile slot=Mon-10:00         the slot's weekday and daily profile, once it ended
 //	waits n=100 [missed=5]         n jobs' waits steer the refill trust (missed of them past the target, first)
+//	expect at=Tue-02:05 [within=10m] how many more jobs the profile expects (expectedJobs), if it can tell
+//	mean at=Tue-10:20 [within=10m]   how many jobs the profile expects on average (meanJobs)
 func TestForecastScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/forecast", func(t *testing.T, path string) {
 		a := newArrivals()
@@ -92,6 +94,21 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 		}
 		return fmt.Sprintf("trust %.3f: refill counts returns within %s (boot 1m, keep 10m)\n",
 			math.Round(a.trust*1000)/1000+0, a.refillHorizon(time.Minute, 10*time.Minute)), nil
+	case "expect":
+		within, err := dur("within", "10m")
+		if err != nil {
+			return "", err
+		}
+		if n, ok := a.expectedJobs(at, within); ok {
+			return fmt.Sprintf("%d more jobs expected within %s\n", n, within), nil
+		}
+		return "cannot tell\n", nil
+	case "mean":
+		within, err := dur("within", "10m")
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d jobs on average within %s\n", a.meanJobs(at, within), within), nil
 	case "forecast":
 		lead, err := dur("lead", "2m")
 		if err != nil {

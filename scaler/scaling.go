@@ -60,7 +60,13 @@ func (s *Scaler) resize(p policy.Policy) {
 		return
 	}
 	s.setHorizons(p)
-	z := s.sizing(p, s.arr.forecast(s.now, s.lead()))
+	f := s.arr.forecast(s.now, s.lead())
+	if n, ok := s.arr.expectedJobs(s.now, s.lead()); ok {
+		// A burst at a set time that has come in full is spent: the
+		// pools hold only for what is still to come.
+		f.Burst, f.Hot = min(f.Burst, float64(n)), min(f.Hot, float64(n))
+	}
+	z := s.sizing(p, f)
 	if z.Hot != s.sized.Hot || z.Suspended != s.sized.Suspended || z.Tier != s.sized.Tier {
 		s.emit(z)
 	}

@@ -119,8 +119,8 @@ func (s *Scaler) resumeFailed(in *instance, err error) {
 }
 
 // expirePooled deletes pooled instances suspended longer than
-// suspended_idle_time while the tier holds more than its target, oldest
-// first. Without the tier (a policy period turned it off) they go after
+// suspended_idle_time (under target_wait, the break-even time, see below)
+// while the tier holds more than its target, oldest first. Without the tier (a policy period turned it off) they go after
 // idle_time, like any idle instance.
 func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 	keep := s.suspendedKeep(p)
@@ -131,18 +131,31 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 	if excess <= 0 {
 		return
 	}
-	old := cands[:0]
+	expired := 0
 	for _, in := range cands {
 		if s.now.Sub(in.pooledAt) >= keep {
-			old = append(old, in)
+			expired++
 		}
 	}
-	if len(old) == 0 {
+	// Under target_wait alone, keeping a surplus instance pays only if a
+	// job comes for it within the break-even time. After a burst at a set
+	// time the profile can tell how many will: the rest goes at once.
+	// Elsewhere, while the refill does not fully trust returns (it boots
+	// to refill the tier), instances the profile's mean arrivals within
+	// the break-even time would use stay past it: each stands in for a
+	// boot. At full trust the returns refill the tier by themselves.
+	if s.tierOn(p) && p.TargetWait > 0 && p.SuspendedIdleTime == 0 {
+		if n, ok := s.arr.expectedJobs(s.now, keep); ok {
+			expired = max(expired, s.pooled-max(s.poolTarget(p), n))
+		} else if s.arr.trust < 1 {
+			expired = min(expired, s.pooled-max(s.poolTarget(p), s.arr.meanJobs(s.now, keep)))
+		}
+	}
+	n := min(excess, expired, len(cands))
+	if n <= 0 {
 		return
 	}
-	sort.SliceStable(old, func(i, j int) bool { return old[i].pooledAt.Before(old[j].pooledAt) })
-	n := min(excess, len(old))
-	cands = old
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].pooledAt.Before(cands[j].pooledAt) })
 	s.emit(Scaled{Direction: "in", Suspended: s.pooled, SuspendedTarget: s.poolTarget(p), N: n, Tier: true})
 	for _, in := range cands[:n] {
 		s.deleteInstance(in, ReasonSuspendedIdle)
