@@ -23,6 +23,7 @@ func (m *Manager) forwardStandby(next http.Handler) http.Handler {
 	if m.ha == nil {
 		return next
 	}
+	tr := m.forwardTransport() // one for every request: connections to the leader are reused
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if m.ha.leading.Load() || !(strings.HasPrefix(p, "/api/") || isConsolePath(p)) {
@@ -35,7 +36,7 @@ func (m *Manager) forwardStandby(next http.Handler) http.Handler {
 			api.WriteError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
-		m.proxyTo(target).ServeHTTP(w, r)
+		proxyTo(target, tr).ServeHTTP(w, r)
 	})
 }
 
@@ -62,13 +63,13 @@ func (m *Manager) leaderURL(ctx context.Context) (*url.URL, error) {
 // proxyTo forwards a request to the leader as it came: same method, path,
 // query, body and Authorization header. Long requests (a log followed,
 // submit --wait) stream through.
-func (m *Manager) proxyTo(target *url.URL) http.Handler {
+func proxyTo(target *url.URL, tr http.RoundTripper) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 		},
-		Transport:     m.forwardTransport(),
+		Transport:     tr,
 		FlushInterval: -1, // stream logs as they come
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			w.Header().Set("Retry-After", "1")
