@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ResolveServer picks the server URL: flag when set, else $BERTH_SERVER,
@@ -57,7 +59,7 @@ func (c *Client) Submit(ctx context.Context, req JobRequest) (Job, error) {
 		return Job{}, fmt.Errorf("encode job request: %w", err)
 	}
 	var j Job
-	err = c.do(ctx, http.MethodPost, "/api/v1/jobs", bytes.NewReader(body), &j)
+	err = c.do(ctx, http.MethodPost, "/api/v1/jobs", body, &j)
 	return j, err
 }
 
@@ -135,7 +137,7 @@ func decodeList(raw json.RawMessage, arr, obj any) error {
 	return json.Unmarshal(trimmed, obj)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, body io.Reader, out any) error {
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
 	resp, err := c.send(ctx, method, path, body)
 	if err != nil {
 		return err
@@ -151,10 +153,52 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, ou
 	return nil
 }
 
+// MaxRetryWait bounds how long a call waits for a manager to lead: a
+// standby answers 503 with Retry-After while no manager leads or the
+// leader cannot be reached (docs/ha.md), for a request it did not pass on,
+// so the call is sent again. It is longer than a failover takes with the
+// default lease_ttl (10 s).
+const MaxRetryWait = 30 * time.Second
+
 // send performs a request and turns any non-2xx answer into *Error, so
-// callers only ever see a successful response body.
-func (c *Client) send(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+// callers only ever see a successful response body. A 503 with
+// Retry-After (a takeover under way) is retried for up to MaxRetryWait.
+func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	deadline := time.Now().Add(MaxRetryWait)
+	for {
+		resp, err := c.sendOnce(ctx, method, path, body)
+		wait, retry := retryAfter(resp)
+		if !retry || time.Now().Add(wait).After(deadline) {
+			return c.answer(method, path, resp, err)
+		}
+		resp.Body.Close()
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// retryAfter says whether resp asks to be sent again, and when.
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || secs < 0 {
+		return 0, false
+	}
+	return min(time.Duration(secs)*time.Second, 5*time.Second), true
+}
+
+// sendOnce sends the request once.
+func (c *Client) sendOnce(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
 	if err != nil {
 		return nil, fmt.Errorf("build request for %s: %w (check --server or %s)", c.BaseURL, err, ServerEnv)
 	}
@@ -177,6 +221,15 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader) 
 			return nil, fmt.Errorf("cannot reach berth at %s: is `berth run` running at %s? (choose another server with --server or %s): %w", c.BaseURL, c.BaseURL, ServerEnv, err)
 		}
 		return nil, fmt.Errorf("%s %s%s: %w", method, c.BaseURL, path, err)
+	}
+	return resp, nil
+}
+
+// answer turns a failed request or a non-2xx answer into an error that
+// says what to do.
+func (c *Client) answer(method, path string, resp *http.Response, err error) (*http.Response, error) {
+	if err != nil {
+		return nil, err
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp, nil

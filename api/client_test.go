@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,5 +54,42 @@ func TestClientErrors(t *testing.T) {
 	list, err := c.Instances(ctx)
 	if err != nil || len(list) != 1 || list[0].Slots.Idle != 2 || list[0].Slots.Total() != 2 {
 		t.Errorf("Instances from a bare array = %+v, %v", list, err)
+	}
+}
+
+// A standby answers 503 with Retry-After while no manager leads: it passed
+// nothing on, so the client sends the same request again and the submit
+// lands once a leader answers. A 503 without Retry-After (the queue cannot
+// write) is the server's answer and is not retried.
+func TestClientRetriesWhileNoManagerLeads(t *testing.T) {
+	var bodies []string
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		if len(bodies) == 1 {
+			w.Header().Set("Retry-After", "0")
+			api.WriteError(w, http.StatusServiceUnavailable, "no berth manager leads the fleet yet")
+			return
+		}
+		w.Write([]byte(`{"id": "1", "state": "queued"}`))
+	})
+	mux.HandleFunc("GET /api/v1/jobs", func(w http.ResponseWriter, _ *http.Request) {
+		api.WriteError(w, http.StatusServiceUnavailable, "cannot write the queue database")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := api.NewClient(srv.URL)
+
+	j, err := c.Submit(context.Background(), api.JobRequest{Script: "true"})
+	if err != nil || j.ID != "1" {
+		t.Fatalf("Submit = %+v, %v; want job 1 after one retry", j, err)
+	}
+	if len(bodies) != 2 || bodies[0] != bodies[1] || !strings.Contains(bodies[0], `"true"`) {
+		t.Errorf("requests = %q, want the same body twice", bodies)
+	}
+	var apiErr *api.Error
+	if _, err := c.Jobs(context.Background()); !errors.As(err, &apiErr) || apiErr.Status != 503 {
+		t.Errorf("Jobs = %v, want the 503 at once", err)
 	}
 }

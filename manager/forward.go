@@ -2,7 +2,9 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -72,8 +74,14 @@ func proxyTo(target *url.URL, tr http.RoundTripper) http.Handler {
 		Transport:     tr,
 		FlushInterval: -1, // stream logs as they come
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			w.Header().Set("Retry-After", "1")
-			api.WriteError(w, http.StatusBadGateway, fmt.Sprintf("this berth is a standby and could not reach the leader at %s: %v; try again (a takeover may be under way)", target, err))
+			var op *net.OpError
+			if errors.As(err, &op) && op.Op == "dial" {
+				// Not passed on: the client may send it again (api.Client does).
+				w.Header().Set("Retry-After", "1")
+				api.WriteError(w, http.StatusServiceUnavailable, fmt.Sprintf("this berth is a standby and could not reach the leader at %s: %v; try again (a takeover may be under way)", target, err))
+				return
+			}
+			api.WriteError(w, http.StatusBadGateway, fmt.Sprintf("this berth is a standby and lost the leader at %s while forwarding: %v; the request may have reached it: check (berth jobs) before sending it again", target, err))
 		},
 	}
 }
