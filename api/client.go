@@ -189,7 +189,8 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 	if err != nil || secs < 0 {
 		return 0, false
 	}
-	return min(time.Duration(secs)*time.Second, 5*time.Second), true
+	// Never a busy loop on "0", never longer than a few seconds between tries.
+	return min(max(time.Duration(secs)*time.Second, 100*time.Millisecond), 5*time.Second), true
 }
 
 // sendOnce sends the request once.
