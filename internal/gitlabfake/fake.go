@@ -213,7 +213,7 @@ func (f *Fake) AddJob(spec JobSpec) int64 {
 	defer f.mu.Unlock()
 	f.nextID++
 	id := f.nextID
-	j := &Job{f: f, id: id, spec: spec, token: "glcbt-" + randomHex(10), state: StatePending, exitCode: -1, done: make(chan struct{})}
+	j := &Job{f: f, id: id, spec: spec, token: "glcbt-" + randomHex(10), state: StatePending, exitCode: -1}
 	f.jobs[id] = j
 	f.order = append(f.order, id)
 	f.pending = append(f.pending, id)
@@ -565,12 +565,6 @@ func (f *Fake) update(w http.ResponseWriter, j *Job, body []byte) int {
 		http.Error(w, "failure_reason does not have a valid value", http.StatusBadRequest)
 		return http.StatusBadRequest
 	}
-	if len(j.updateFails) > 0 {
-		status := j.updateFails[0]
-		j.updateFails = j.updateFails[1:]
-		w.WriteHeader(status)
-		return status
-	}
 	if j.corrupt {
 		// Simulate lost live-trace chunks: GitLab's copy no longer matches.
 		j.corrupt = false
@@ -631,10 +625,8 @@ type Job struct {
 	accepts       int
 	keepAlives    int
 	traceFails    []int
-	updateFails   []int
 	losePatches   int
 	corrupt       bool
-	done          chan struct{}
 	uploads       []Uploaded
 }
 
@@ -688,9 +680,6 @@ func (j *Job) KeepAlives() int {
 	return j.keepAlives
 }
 
-// Done is closed when the job reaches a final state.
-func (j *Job) Done() <-chan struct{} { return j.done }
-
 // Cancel cancels the job at once, as a user's cancel in GitLab without
 // graceful cancellation: the job is canceled and every later call about it
 // is answered 403.
@@ -742,21 +731,7 @@ func (j *Job) CorruptTrace() {
 	j.corrupt = true
 }
 
-// FailNextUpdates makes the next n final updates (success/failed) answer status.
-func (j *Job) FailNextUpdates(status, n int) {
-	j.f.mu.Lock()
-	defer j.f.mu.Unlock()
-	for range n {
-		j.updateFails = append(j.updateFails, status)
-	}
-}
-
 func (j *Job) finishLocked() {
-	select {
-	case <-j.done:
-	default:
-		close(j.done)
-	}
 	j.f.notifyLocked()
 }
 

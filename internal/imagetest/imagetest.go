@@ -6,8 +6,6 @@ package imagetest
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/rand"
-	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -65,21 +63,6 @@ func FromTar(t testing.TB, b []byte) v1.Layer {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// RandomLayer is a layer of n files of size random (incompressible) bytes.
-func RandomLayer(t testing.TB, n, size int) v1.Layer {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: "data/", Typeflag: tar.TypeDir, Mode: 0o755})
-	b := make([]byte, size)
-	for i := range n {
-		rand.Read(b)
-		tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("data/f%d", i), Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(size)})
-		tw.Write(b)
-	}
-	tw.Close()
-	return FromTar(t, buf.Bytes())
 }
 
 // Busybox is a linux/amd64 busybox image with PATH=/bin,
