@@ -207,43 +207,40 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 	}
 	defer cancel()
 
-	c, sess, err := r.openSession(runCtx, ci)
+	c, err := r.open(runCtx, ci)
 	if err != nil {
 		if runCtx.Err() != nil {
 			return -1, stopError(runCtx, ci, cmd)
 		}
 		return -1, err
 	}
-	defer r.release(c)
-	defer sess.Close()
+	defer c.close()
 	for _, kv := range cmd.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		// Refusals are expected (AcceptEnv); the exports in the script
 		// cover them.
-		_ = sess.Setenv(k, v)
+		c.setenv(k, v)
 	}
 	out := &syncWriter{w: cmd.Output}
 	if out.w == nil {
 		out.w = io.Discard
 	}
-	sess.Stdout = out
-	sess.Stderr = out
-	sess.Stdin = strings.NewReader(input)
+	var stdin io.Reader = strings.NewReader(input)
 	remote := wrapperCommand
 	if cmd.remote != "" {
-		remote, sess.Stdin = cmd.remote, cmd.stdin
+		remote, stdin = cmd.remote, cmd.stdin
 	}
-	if err := sess.Start(remote); err != nil {
+	if err := c.start(remote, stdin, out, out); err != nil {
 		return -1, &SystemError{Instance: ci.ID, Op: "start script", Err: err}
 	}
-	waitErr, killed := r.wait(runCtx, c, sess)
+	waitErr, killed := r.wait(runCtx, c)
 	if killed {
 		return -1, stopError(runCtx, ci, cmd)
 	}
 	if werr := out.writeErr(); werr != nil {
 		r.logger().Warn("job output dropped after a write error", "instance", ci.ID, "err", werr)
 	}
-	return exitResult(ci, waitErr, c.lost.get())
+	return exitResult(ci, waitErr, c.lost())
 }
 
 // openSession opens a session on a connection to ci (see conn.go). A
@@ -282,11 +279,11 @@ func (r *Runner) openSession(ctx context.Context, ci provider.ConnectInfo) (*con
 // connection other commands share before the connection is closed too.
 const killGrace = 10 * time.Second
 
-// wait waits for the session's command on this goroutine; the deadline acts
+// wait waits for the command on this goroutine; the deadline acts
 // through a timer, so a running job holds no goroutine of its own besides
-// the SSH library's, which matters with thousands of them. It reports
+// its transport's, which matters with thousands of them. It reports
 // whether the command was killed because ctx ended.
-func (r *Runner) wait(ctx context.Context, c *conn, sess *session) (waitErr error, killed bool) {
+func (r *Runner) wait(ctx context.Context, c command) (waitErr error, killed bool) {
 	var (
 		mu     sync.Mutex
 		waited bool
@@ -300,26 +297,9 @@ func (r *Runner) wait(ctx context.Context, c *conn, sess *session) (waitErr erro
 		}
 		killed = true
 		mu.Unlock()
-		_ = sess.Signal(ssh.SIGKILL)
-		_ = sess.Close()
-		// No command joins a connection from now on that may be closed
-		// under it.
-		r.forget(c)
-		if !r.shared(c) {
-			_ = c.client.Close()
-			return
-		}
-		// Other commands use the connection: close it only if this
-		// session does not end (a server that stopped answering).
-		time.AfterFunc(killGrace, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if !waited {
-				_ = c.client.Close()
-			}
-		})
+		c.kill()
 	})
-	waitErr = sess.Wait()
+	waitErr = c.wait()
 	mu.Lock()
 	waited = true
 	mu.Unlock()
@@ -375,6 +355,10 @@ func exitResult(ci provider.ConnectInfo, waitErr error, lost error) (int, error)
 	var exit *remoteExit
 	if errors.As(waitErr, &exit) {
 		return exit.code, nil
+	}
+	var sys *SystemError
+	if errors.As(waitErr, &sys) {
+		return -1, sys // the local path's own
 	}
 	if lost != nil {
 		return -1, &SystemError{Instance: ci.ID, Op: "connection lost", Err: lost}

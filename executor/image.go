@@ -127,6 +127,12 @@ func (r *Runner) installRunner(ctx context.Context, ci provider.ConnectInfo) (st
 	if p, ok := installed.Load(key); ok {
 		return p.(string), nil
 	}
+	if ci.Local != nil {
+		// Only the local provider's own sandboxes come with a local
+		// exec socket, and they all have berth's runner built in.
+		installed.Store(key, "berth")
+		return "berth", nil
+	}
 	client, err := r.dial(ctx, ci)
 	if err != nil {
 		return "", err

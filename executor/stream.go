@@ -17,6 +17,9 @@ import (
 // the instance's process list). stderr is returned, cut to OutputLimit.
 // Errors are as for Run; ctx bounds the whole transfer.
 func (r *Runner) Stream(ctx context.Context, ci provider.ConnectInfo, script string, stdin io.Reader, stdout io.Writer) (exitCode int, stderr string, err error) {
+	if ci.Local != nil {
+		return r.streamLocal(ctx, ci, script, stdin, stdout)
+	}
 	client, err := r.dial(ctx, ci)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -59,5 +62,27 @@ func (r *Runner) Stream(ctx context.Context, ci provider.ConnectInfo, script str
 	}
 	stopKA()
 	code, err := exitResult(ci, waitErr, lost.get())
+	return code, string(errBuf.Bytes()), err
+}
+
+// streamLocal is Stream through a local sandbox's exec socket.
+func (r *Runner) streamLocal(ctx context.Context, ci provider.ConnectInfo, script string, stdin io.Reader, stdout io.Writer) (int, string, error) {
+	c, err := r.open(ctx, ci)
+	if err != nil {
+		return -1, "", err
+	}
+	defer c.close()
+	errBuf := &limitedBuffer{max: OutputLimit}
+	if stdin == nil {
+		stdin = bytes.NewReader(nil)
+	}
+	if err := c.start("sh -c "+ShellQuote(script), stdin, orDiscard(stdout), errBuf); err != nil {
+		return -1, "", &SystemError{Instance: ci.ID, Op: "start transfer", Err: err}
+	}
+	waitErr, killed := r.wait(ctx, c)
+	if killed {
+		return -1, string(errBuf.Bytes()), stopError(ctx, ci, Command{})
+	}
+	code, err := exitResult(ci, waitErr, c.lost())
 	return code, string(errBuf.Bytes()), err
 }

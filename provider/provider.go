@@ -102,6 +102,21 @@ type ConnectInfo struct {
 	// OS and Arch of the instance, e.g. "linux", "amd64".
 	OS   string `json:"os"`
 	Arch string `json:"arch"`
+	// Local, when set, runs commands on the instance without SSH: the
+	// provider runs the instance in this very process and holds a socket
+	// to its init process (the local provider, for sandboxes it started
+	// itself). It never crosses the plugin protocol: plugins, remote
+	// instances and sandboxes adopted after a berth restart leave it nil,
+	// and the executor uses SSH.
+	Local LocalExec `json:"-"`
+}
+
+// LocalExec hands commands to an instance's init process over a socket the
+// provider holds (see package internal/localexec for the protocol).
+type LocalExec interface {
+	// SendExec passes one exec request and its descriptors to the
+	// instance's init process; the descriptors stay the caller's.
+	SendExec(msg []byte, fds []int) error
 }
 
 // InstanceGroup is the interface every provider implements. Calls may be slow

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-ci/berth/jobroot"
@@ -228,7 +227,7 @@ func isRunnerCommand(argv []string) bool {
 
 // startRunner has the launcher start the job runner with the channel as
 // its stdio; it stands in for sshd.start.
-func (s *sshd) startRunner(ch ssh.Channel, _, env []string) (int, <-chan unix.WaitStatus, error) {
+func (s *sshd) startRunner(ch cmdIO, _, env []string) (int, <-chan unix.WaitStatus, error) {
 	if launcherSock == nil {
 		return 0, nil, errors.New("this sandbox has no image launcher")
 	}
@@ -315,7 +314,7 @@ func isLauncher(name string) bool {
 	return spare != 0 && name == strconv.Itoa(int(spare))
 }
 
-type sshChannel = ssh.Channel
+type sshChannel = cmdIO
 
 // channelPipes makes a command's three pipes: stdio are the ends the
 // command gets, local the ends copied to and from the channel.

@@ -66,6 +66,7 @@ type Provider struct {
 	noDisks  bool                   // making it failed: sandboxes poll themselves
 	seen     map[string]*observed   // Update's cache, see observed
 	children map[string]child       // sandboxes this process started, by ID
+	execs    execs                  // their exec sockets (localexec_linux.go)
 }
 
 // New returns an uninitialised local provider.
@@ -249,7 +250,7 @@ func (p *Provider) probe(ctx context.Context) error {
 	}
 	sc := p.sandboxConfig("probe", "")
 	sc.Dir = dir
-	cmd, err := p.command(dir, nil, "", sc, nil)
+	cmd, err := p.command(dir, nil, "", sc, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -307,10 +308,13 @@ func (p *Provider) chownInstance(dir string) error {
 // configuration through a pipe, the pid and ready files opened for writing,
 // the disk and tmp directories as O_PATH descriptors. The new process gets
 // its own session so that it outlives berth.
-func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxConfig, diskPoll *os.File) (*exec.Cmd, error) {
+func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxConfig, diskPoll, execSock *os.File) (*exec.Cmd, error) {
 	var files []*os.File
 	if diskPoll != nil {
 		files = append(files, diskPoll)
+	}
+	if execSock != nil {
+		files = append(files, execSock)
 	}
 	fail := func(err error) (*exec.Cmd, error) {
 		for _, f := range files {
@@ -387,6 +391,18 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 	}
 	if diskPoll != nil {
 		extra = append(extra, diskPoll) // diskPollFD
+	}
+	if execSock != nil {
+		if diskPoll == nil {
+			// diskPollFD must be taken; the sandbox closes it.
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				return fail(err)
+			}
+			files = append(files, null)
+			extra = append(extra, null)
+		}
+		extra = append(extra, execSock) // execFD
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"berth-sandbox", sc.ID}
@@ -606,14 +622,31 @@ func (p *Provider) start(m *meta) error {
 	}
 	diskPoll := p.diskPollFor(m.ID, filepath.Join(dir, diskDir))
 	sc.DiskPoller = diskPoll != nil
-	cmd, err := p.command(dir, lnFile, m.Cgroup, sc, diskPoll)
+	var execHost *execHost
+	var execSock *os.File
+	if localExecEnabled {
+		if execHost, execSock, err = newExecSocket(); err != nil {
+			p.log.Warn("no local exec socket for the sandbox; jobs run over SSH", "id", m.ID, "err", err)
+		}
+		sc.Exec = execSock != nil
+	}
+	cmd, err := p.command(dir, lnFile, m.Cgroup, sc, diskPoll, execSock)
 	if err != nil {
+		if execHost != nil {
+			execHost.f.Close()
+		}
 		return err
 	}
 	err = cmd.Start()
 	closeCmdFiles(cmd)
 	if err != nil {
+		if execHost != nil {
+			execHost.f.Close()
+		}
 		return err
+	}
+	if execHost != nil {
+		p.execs.set(m.ID, execHost)
 	}
 	// Reap the sandbox if it dies while we run (without a thread per
 	// sandbox); after a berth restart the init process (or a subreaper)
@@ -957,6 +990,7 @@ func (p *Provider) ConnectInfo(ctx context.Context, id string) (provider.Connect
 		ID: id, Addr: m.Addr, Username: "root", HostKey: m.HostKey,
 		PrivateKey: append([]byte(nil), p.clientPEM...),
 		OS:         "linux", Arch: runtime.GOARCH,
+		Local:      p.localExec(id, m),
 	}, nil
 }
 

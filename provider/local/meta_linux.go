@@ -76,6 +76,9 @@ type sandboxConfig struct {
 	// sandbox reports its disk walks there instead of polling the free
 	// space itself.
 	DiskPoller bool `json:"disk_poller,omitempty"`
+	// Exec says that execFD is berth's exec socket: berth runs commands
+	// through it without SSH (localexec_linux.go).
+	Exec bool `json:"exec,omitempty"`
 }
 
 // Files in an instance directory.

@@ -71,6 +71,7 @@ func (p *Provider) forget(id string) {
 	delete(p.seen, id)
 	delete(p.children, id)
 	p.mu.Unlock()
+	p.execs.drop(id)
 }
 
 // startedChild records the sandbox process this provider started for id.

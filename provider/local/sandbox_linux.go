@@ -36,6 +36,7 @@ const (
 	tmpFD      = 8 // the instance's tmp directory (O_PATH), mounted at /tmp
 	// imagesFD (9) is the image cache directory, see jobroot_linux.go.
 	diskPollFD = 10 // berth's diskPoller socket, when sandboxConfig.DiskPoller
+	// execFD (11) is berth's exec socket, see localexec_linux.go.
 )
 
 // RunSandboxIfRequested turns the process into a sandbox when it was started
@@ -91,6 +92,16 @@ func runSandbox(log *slog.Logger) error {
 		}
 		unix.CloseOnExec(diskPollFD)
 		diskHost = os.NewFile(diskPollFD, "disk-poller")
+	}
+	var execSock *os.File
+	if cfg.Exec {
+		if !cfg.DiskPoller {
+			unix.Close(diskPollFD) // a placeholder
+		}
+		var err error
+		if execSock, err = takeExecSocket(); err != nil {
+			return fmt.Errorf("exec socket: %w", err)
+		}
 	}
 	signal.Ignore(fatalSignals...)
 	if err := limitNoFile(); err != nil {
@@ -180,6 +191,9 @@ func runSandbox(log *slog.Logger) error {
 		w := &diskWatch{limit: cfg.DiskMax, dirs: diskDirs, log: log, host: diskHost,
 			over: func(used int64) { s.diskOver(used, cfg.DiskMax) }}
 		go w.run()
+	}
+	if execSock != nil {
+		go s.serveExec(execSock)
 	}
 	fmt.Fprintln(ready, "ready")
 	ready.Close()

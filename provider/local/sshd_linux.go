@@ -32,7 +32,7 @@ type sshd struct {
 	// sessions are the open session channels, so that a job killed by the
 	// sandbox itself (disk_max) can be told why.
 	sessionsMu sync.Mutex
-	sessions   map[ssh.Channel]bool
+	sessions   map[cmdIO]bool
 
 	// Failed handshakes are logged at most every few seconds, with a
 	// count: a flood must not fill the state dir's disk with log lines.
@@ -119,11 +119,11 @@ func (s *sshd) globalRequests(reqs <-chan *ssh.Request) {
 }
 
 // track adds or removes an open session channel.
-func (s *sshd) track(ch ssh.Channel, open bool) {
+func (s *sshd) track(ch cmdIO, open bool) {
 	s.sessionsMu.Lock()
 	defer s.sessionsMu.Unlock()
 	if s.sessions == nil {
-		s.sessions = map[ssh.Channel]bool{}
+		s.sessions = map[cmdIO]bool{}
 	}
 	if open {
 		s.sessions[ch] = true
@@ -180,11 +180,7 @@ var signals = map[string]syscall.Signal{
 func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	s.track(ch, true)
 	defer s.track(ch, false)
-	env := []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=/berth", "USER=root", "LOGNAME=root", "SHELL=/bin/sh",
-		"TMPDIR=/tmp", "HOSTNAME=" + s.hostname,
-	}
+	env := s.baseEnv()
 	var (
 		mu      sync.Mutex
 		pgid    int  // process group of the running command, 0 before start
@@ -282,10 +278,27 @@ func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	ch.Close()
 }
 
+// cmdIO is a command's stdio as the client sees it: an SSH session
+// channel, or a local exec connection (localexec_linux.go).
+type cmdIO interface {
+	io.Reader // stdin
+	io.Writer // stdout
+	Stderr() io.ReadWriter
+}
+
+// baseEnv is the environment every command starts with.
+func (s *sshd) baseEnv() []string {
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/berth", "USER=root", "LOGNAME=root", "SHELL=/bin/sh",
+		"TMPDIR=/tmp", "HOSTNAME=" + s.hostname,
+	}
+}
+
 // start starts argv in /berth with the channel as stdio. The returned
 // channel yields the exit status once the process has ended and its output
 // has been copied to the client.
-func (s *sshd) start(ch ssh.Channel, argv, env []string) (int, <-chan unix.WaitStatus, error) {
+func (s *sshd) start(ch cmdIO, argv, env []string) (int, <-chan unix.WaitStatus, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err

@@ -1,0 +1,220 @@
+package local
+
+import (
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/internal/localexec"
+	"github.com/berth-ci/berth/provider"
+)
+
+// The local exec path (package internal/localexec): every sandbox this
+// process starts gets a SOCK_SEQPACKET socket pair end as execFD, and
+// ConnectInfo hands the executor berth's end (ConnectInfo.Local), so jobs
+// on the sandbox run without SSH. SSH stays for everything else: adopted
+// sandboxes (a restarted berth holds no socket to them), the
+// berth-provider-local plugin, the provider's own heartbeat and recycle.
+
+// execFD is the sandbox's end of berth's exec socket, when
+// sandboxConfig.Exec.
+const execFD = 11
+
+// localExecEnabled turns the local exec path on for new sandboxes.
+const localExecEnabled = true
+
+// execHost is berth's end of one sandbox's exec socket.
+type execHost struct {
+	f *os.File // nonblocking: a full socket waits in the netpoller
+}
+
+var _ provider.LocalExec = (*execHost)(nil)
+
+// SendExec sends one request with its descriptors to the sandbox's PID 1.
+func (e *execHost) SendExec(msg []byte, fds []int) error {
+	rc, err := e.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), msg, unix.UnixRights(fds...), nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN && serr != unix.EINTR
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return errors.New("the sandbox's init process does not take commands any more (it stopped): " + serr.Error())
+	}
+	return nil
+}
+
+// newExecSocket makes the exec socket pair of a sandbox about to start:
+// berth's end and the sandbox's end (to pass as execFD).
+func newExecSocket() (*execHost, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return &execHost{f: os.NewFile(uintptr(fds[0]), "exec")}, os.NewFile(uintptr(fds[1]), "exec-sandbox"), nil
+}
+
+// execs holds berth's end of the exec socket of every sandbox this process
+// started, by instance ID.
+type execs struct {
+	mu sync.Mutex
+	m  map[string]*execHost
+}
+
+// set records host for id, closing the socket of an earlier sandbox of id.
+func (x *execs) set(id string, host *execHost) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = map[string]*execHost{}
+	}
+	if old := x.m[id]; old != nil && old != host {
+		old.f.Close()
+	}
+	x.m[id] = host
+}
+
+// get returns id's socket, nil when this process holds none.
+func (x *execs) get(id string) *execHost {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.m[id]
+}
+
+// drop closes and forgets id's socket.
+func (x *execs) drop(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if h := x.m[id]; h != nil {
+		h.f.Close()
+		delete(x.m, id)
+	}
+}
+
+// localExec returns the exec socket of instance id when the sandbox that
+// runs now is the one this process started (and still reaps) with it.
+func (p *Provider) localExec(id string, m *meta) provider.LocalExec {
+	h := p.execs.get(id)
+	if h == nil || !p.isOurChild(id, m) {
+		return nil
+	}
+	return h
+}
+
+// isOurChild reports whether m's sandbox is a live child of this process.
+func (p *Provider) isOurChild(id string, m *meta) bool {
+	p.mu.Lock()
+	c, ok := p.children[id]
+	p.mu.Unlock()
+	if !ok || m.PID <= 0 || c.pid != m.PID {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// takeExecSocket readies execFD in PID 1 before anything starts a process:
+// no job or launcher may inherit it.
+func takeExecSocket() (*os.File, error) {
+	if err := unix.SetNonblock(execFD, true); err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(execFD)
+	return os.NewFile(execFD, "exec"), nil
+}
+
+// serveExec runs the commands berth sends on the exec socket until berth
+// closes its end (berth stopped: commands then come over SSH only).
+func (s *sshd) serveExec(sock *os.File) {
+	defer sock.Close()
+	for {
+		req, c, err := localexec.Receive(sock)
+		var bad *localexec.BadRequest
+		switch {
+		case errors.As(err, &bad):
+			s.log.Warn("local exec request skipped", "err", err)
+			continue
+		case err == io.EOF:
+			s.log.Info("berth closed the local exec socket; commands come over SSH only")
+			return
+		case err != nil:
+			s.log.Error("local exec socket failed; commands come over SSH only", "err", err)
+			return
+		}
+		go s.execLocal(req, c)
+	}
+}
+
+// execLocal runs one command as session runs an SSH exec request: the same
+// environment, /berth, the job namespaces, the image runner for the
+// runner's command line, and its process group killed when berth closes
+// the connection before the command ended.
+func (s *sshd) execLocal(req localexec.Request, c *localexec.Conn) {
+	defer c.Close()
+	s.track(c, true)
+	defer s.track(c, false)
+	env := s.baseEnv()
+	for _, kv := range req.Env {
+		if name, _, ok := strings.Cut(kv, "="); ok && envValid(name) {
+			env = append(env, kv)
+		}
+	}
+	argv := []string{"sh", "-c", req.Command}
+	start := s.start
+	if isRunnerCommand(argv) {
+		start = s.startRunner // a job in an image (jobroot_linux.go)
+	}
+	pgid, done, err := start(c, argv, env)
+	if err != nil {
+		s.log.Warn("start command", "err", err)
+		c.Fail(err.Error())
+		return
+	}
+	var (
+		mu     sync.Mutex
+		exited bool
+	)
+	go func() {
+		c.Signals(func(sig unix.Signal) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !exited {
+				unix.Kill(-pgid, sig)
+			}
+		})
+		// Berth closed its end: nobody can read the output any more.
+		mu.Lock()
+		defer mu.Unlock()
+		if !exited {
+			unix.Kill(-pgid, unix.SIGKILL)
+		}
+	}()
+	ws := <-done
+	mu.Lock()
+	exited = true
+	mu.Unlock()
+	if ws.Signaled() {
+		c.Exit(0, int(ws.Signal()))
+	} else {
+		c.Exit(ws.ExitStatus(), 0)
+	}
+}

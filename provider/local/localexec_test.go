@@ -1,0 +1,203 @@
+//go:build linux
+
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-ci/berth/executor"
+	"github.com/berth-ci/berth/internal/sandboxtest"
+	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/provider/local"
+)
+
+// transports are the two ways the executor reaches a sandbox this process
+// started: its exec socket, and SSH (what an adopted sandbox or the plugin
+// gets). The local one has its SSH address broken, so that any use of SSH
+// fails the test.
+func transports(t *testing.T, ci provider.ConnectInfo) map[string]provider.ConnectInfo {
+	t.Helper()
+	if ci.Local == nil {
+		t.Fatalf("ConnectInfo of a sandbox this provider started has no local exec socket")
+	}
+	viaLocal, viaSSH := ci, ci
+	viaLocal.Addr = "127.0.0.1:1"
+	viaSSH.Local = nil
+	return map[string]provider.ConnectInfo{"local": viaLocal, "ssh": viaSSH}
+}
+
+// TestJobsRunTheSameOverTheLocalPathAndSSH runs the executor's scenarios
+// on a real sandbox over both transports and expects the same results.
+func TestJobsRunTheSameOverTheLocalPathAndSSH(t *testing.T) {
+	dir := t.TempDir()
+	p := newGroup(t, dir, "")
+	id := startOne(t, p)
+	ci, err := p.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ci := range transports(t, ci) {
+		t.Run(name, func(t *testing.T) {
+			var r executor.Runner
+			ctx := context.Background()
+			var out bytes.Buffer
+			code, err := r.Run(ctx, ci, executor.Command{
+				Script: "echo \"out $JOB_VAR $(pwd) $HOSTNAME\"; echo err >&2; exit 3",
+				Env:    []string{"JOB_VAR=x y"}, Output: &out,
+			})
+			// stdout and stderr are copied apart: their order may mix.
+			if err != nil || code != 3 || !strings.Contains(out.String(), "out x y /berth "+id+"\n") || !strings.Contains(out.String(), "err\n") {
+				t.Fatalf("Run: code %d err %v output %q", code, err, out.String())
+			}
+
+			// A shell killed by a signal: 128+N.
+			code, err = r.Run(ctx, ci, executor.Command{Script: "kill -KILL $$; sleep 5"})
+			if err != nil || code != 137 {
+				t.Fatalf("script killed by SIGKILL: code %d err %v, want 137", code, err)
+			}
+
+			// stdin in, stdout and stderr apart.
+			var got bytes.Buffer
+			code, stderr, err := r.Stream(ctx, ci, "tr a-z A-Z; echo oops >&2; exit 2", strings.NewReader("hello stdin"), &got)
+			if err != nil || code != 2 || got.String() != "HELLO STDIN" || stderr != "oops\n" {
+				t.Fatalf("Stream: code %d err %v stdout %q stderr %q", code, err, got.String(), stderr)
+			}
+			// A bigger stdin than any socket or pipe buffer.
+			big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+			got.Reset()
+			code, _, err = r.Stream(ctx, ci, "cat", bytes.NewReader(big), &got)
+			if err != nil || code != 0 || !bytes.Equal(got.Bytes(), big) {
+				t.Fatalf("Stream of 1 MiB: code %d err %v, got %d bytes back", code, err, got.Len())
+			}
+
+			// Cancel kills the whole process group, not only the shell.
+			pidFile := "/berth/bg-" + name
+			ctx2, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				_, err := r.Run(ctx2, ci, executor.Command{Script: "sleep 1000 & echo $! > " + pidFile + "; wait"})
+				done <- err
+			}()
+			waitFor(t, func() bool { return run(t, p, id, "cat "+pidFile+" 2>/dev/null").Stdout != "" })
+			pid := strings.TrimSpace(run(t, p, id, "cat "+pidFile).Stdout)
+			cancel()
+			if err := <-done; !errors.Is(err, executor.ErrCanceled) {
+				t.Fatalf("canceled Run: %v, want ErrCanceled", err)
+			}
+			waitFor(t, func() bool {
+				return run(t, p, id, "kill -0 "+pid+" 2>/dev/null && echo alive").Stdout == ""
+			})
+
+			// A timeout likewise.
+			code, err = r.Run(ctx, ci, executor.Command{Script: "sleep 1000", Timeout: 200 * time.Millisecond})
+			if !errors.Is(err, executor.ErrTimeout) {
+				t.Fatalf("Run past its timeout: code %d err %v, want ErrTimeout", code, err)
+			}
+		})
+	}
+}
+
+// TestLocalPathSandboxKilledMidCommand: a sandbox that dies while a job
+// runs gives the same system error as a lost SSH connection.
+func TestLocalPathSandboxKilledMidCommand(t *testing.T) {
+	dir := t.TempDir()
+	p := newGroup(t, dir, "")
+	id := startOne(t, p)
+	ci, err := p.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci = transports(t, ci)["local"]
+	var r executor.Runner
+	out := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Run(context.Background(), ci, executor.Command{Script: "echo started; sleep 1000", Output: out})
+		done <- err
+	}()
+	waitFor(t, func() bool { return strings.Contains(out.String(), "started") })
+	if sandboxtest.Kill(filepath.Join(dir, "local", "instances"), id) == 0 {
+		t.Fatal("no sandbox process to kill")
+	}
+	select {
+	case err := <-done:
+		var se *executor.SystemError
+		if !errors.As(err, &se) || se.Instance != id || se.Op != "connection lost" {
+			t.Fatalf("Run on a killed sandbox: %v, want a *SystemError 'connection lost' naming %s", err, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its sandbox was killed")
+	}
+}
+
+// TestAdoptedSandboxRunsOverSSH: after a berth restart nobody holds the
+// sandbox's exec socket any more, so jobs go over SSH; a ConnectInfo that
+// crossed the plugin protocol (JSON) never carries the socket either.
+func TestAdoptedSandboxRunsOverSSH(t *testing.T) {
+	dir := t.TempDir()
+	p1 := local.New()
+	if _, err := p1.Init(context.Background(), provider.Settings{StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	id := startOne(t, p1)
+	ci, err := p1.ConnectInfo(context.Background(), id)
+	if err != nil || ci.Local == nil {
+		t.Fatalf("ConnectInfo of our own sandbox: %v, Local %v", err, ci.Local)
+	}
+	b, _ := json.Marshal(ci)
+	var overPlugin provider.ConnectInfo
+	if err := json.Unmarshal(b, &overPlugin); err != nil || overPlugin.Local != nil {
+		t.Fatalf("ConnectInfo through JSON: %v, Local %v; want none", err, overPlugin.Local)
+	}
+	p1.Shutdown(context.Background())
+
+	p2 := newGroup(t, dir, "")
+	ci, err = p2.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Local != nil {
+		t.Fatal("an adopted sandbox got a local exec socket")
+	}
+	var out bytes.Buffer
+	code, err := executor.Run(context.Background(), ci, executor.Command{Script: "echo over ssh; exit 5", Output: &out})
+	if err != nil || code != 5 || out.String() != "over ssh\n" {
+		t.Fatalf("Run on an adopted sandbox: code %d err %v output %q", code, err, out.String())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
