@@ -153,9 +153,9 @@ func (c *Cmd) next(handle func(f []byte) error) error {
 		return c.readErr(err)
 	}
 	var (
-		bp           *[]byte
-		n, flags     int
-		rerr         error
+		bp       *[]byte
+		n, flags int
+		rerr     error
 	)
 	err = rc.Read(func(fd uintptr) bool {
 		bp = buffers.Get().(*[]byte)

@@ -990,7 +990,7 @@ func (p *Provider) ConnectInfo(ctx context.Context, id string) (provider.Connect
 		ID: id, Addr: m.Addr, Username: "root", HostKey: m.HostKey,
 		PrivateKey: append([]byte(nil), p.clientPEM...),
 		OS:         "linux", Arch: runtime.GOARCH,
-		Local:      p.localExec(id, m),
+		Local: p.localExec(id, m),
 	}, nil
 }
 
