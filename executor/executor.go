@@ -231,6 +231,11 @@ func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) 
 		remote, stdin = cmd.remote, cmd.stdin
 	}
 	if err := c.start(remote, stdin, out, out); err != nil {
+		if errors.Is(err, provider.ErrLocalExecUnavailable) {
+			// Nothing was sent, stdin untouched: over SSH then.
+			ci.Local = nil
+			return r.Run(ctx, ci, cmd)
+		}
 		return -1, &SystemError{Instance: ci.ID, Op: "start script", Err: err}
 	}
 	waitErr, killed := r.wait(runCtx, c)

@@ -79,3 +79,26 @@ func TestLocalPathExitCodesAndStartFailure(t *testing.T) {
 		t.Fatalf("start failure: %v", err)
 	}
 }
+
+// goneSandbox is a local exec handle whose provider holds no socket to
+// the instance any more.
+type goneSandbox struct{}
+
+func (goneSandbox) SendExec([]byte, []int) error { return provider.ErrLocalExecUnavailable }
+
+func TestLocalPathUnavailableFallsBackToSSH(t *testing.T) {
+	srv := newTestServer(t)
+	ci := srv.connectInfo()
+	ci.Local = goneSandbox{}
+	var out strings.Builder
+	code, err := executor.Run(context.Background(), ci, executor.Command{Script: "echo over ssh; exit 3", Output: &out})
+	if err != nil || code != 3 || out.String() != "over ssh\n" {
+		t.Fatalf("Run: %d %v %q, want exit 3 over SSH", code, err, out.String())
+	}
+	var r executor.Runner
+	var got strings.Builder
+	code, _, err = r.Stream(context.Background(), ci, "cat", strings.NewReader("data"), &got)
+	if err != nil || code != 0 || got.String() != "data" {
+		t.Fatalf("Stream: %d %v %q", code, err, got.String())
+	}
+}

@@ -3,6 +3,7 @@ package executor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 
 	"golang.org/x/crypto/ssh"
@@ -73,10 +74,11 @@ func (r *Runner) streamLocal(ctx context.Context, ci provider.ConnectInfo, scrip
 	}
 	defer c.close()
 	errBuf := &limitedBuffer{max: OutputLimit}
-	if stdin == nil {
-		stdin = bytes.NewReader(nil)
-	}
 	if err := c.start("sh -c "+ShellQuote(script), stdin, orDiscard(stdout), errBuf); err != nil {
+		if errors.Is(err, provider.ErrLocalExecUnavailable) {
+			ci.Local = nil
+			return r.Stream(ctx, ci, script, stdin, stdout)
+		}
 		return -1, "", &SystemError{Instance: ci.ID, Op: "start transfer", Err: err}
 	}
 	waitErr, killed := r.wait(ctx, c)

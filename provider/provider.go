@@ -115,9 +115,15 @@ type ConnectInfo struct {
 // provider holds (see package internal/localexec for the protocol).
 type LocalExec interface {
 	// SendExec passes one exec request and its descriptors to the
-	// instance's init process; the descriptors stay the caller's.
+	// instance's init process; the descriptors stay the caller's. It
+	// returns ErrLocalExecUnavailable when the provider holds no socket to
+	// the instance any more, and the executor then uses SSH.
 	SendExec(msg []byte, fds []int) error
 }
+
+// ErrLocalExecUnavailable: the instance can no longer be reached through
+// ConnectInfo.Local; use SSH.
+var ErrLocalExecUnavailable = errors.New("no local exec socket to the instance")
 
 // InstanceGroup is the interface every provider implements. Calls may be slow
 // and may fail; the scaler never calls them while holding its state.

@@ -113,7 +113,25 @@ func (p *Provider) localExec(id string, m *meta) provider.LocalExec {
 	if h == nil || !p.isOurChild(id, m) {
 		return nil
 	}
-	return h
+	return execHandle{p, id}
+}
+
+// execHandle is ConnectInfo.Local: it finds the instance's socket on every
+// command, because a ConnectInfo may outlive its sandbox process (a
+// suspend without a cgroup to freeze kills the sandbox, and the resume
+// starts a new one with a new socket).
+type execHandle struct {
+	p  *Provider
+	id string
+}
+
+// SendExec sends through the socket of the sandbox that runs now.
+func (e execHandle) SendExec(msg []byte, fds []int) error {
+	h := e.p.execs.get(e.id)
+	if h == nil {
+		return provider.ErrLocalExecUnavailable
+	}
+	return h.SendExec(msg, fds)
 }
 
 // isOurChild reports whether m's sandbox is a live child of this process.

@@ -201,3 +201,30 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.buf.String()
 }
+
+// TestLocalPathAcrossSuspendAndResume: a ConnectInfo taken before a
+// suspend still runs jobs after the resume, over the local path, whether
+// the sandbox was frozen (cgroup) or killed and started again (no cgroup:
+// the new process has a new socket).
+func TestLocalPathAcrossSuspendAndResume(t *testing.T) {
+	p := newGroup(t, t.TempDir(), "")
+	id := startOne(t, p)
+	ci, err := p.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci = transports(t, ci)["local"]
+	if _, err := p.Suspend(context.Background(), []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, p, id, provider.StateSuspended)
+	if _, err := p.Resume(context.Background(), []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, p, id, provider.StateRunning)
+	var out bytes.Buffer
+	code, err := executor.Run(context.Background(), ci, executor.Command{Script: "echo resumed", Output: &out})
+	if err != nil || code != 0 || out.String() != "resumed\n" {
+		t.Fatalf("Run after resume: %d %v %q", code, err, out.String())
+	}
+}
