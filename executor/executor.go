@@ -40,6 +40,13 @@
 // connection, each in its own session (see conn.go for why and for the
 // server's session limit); the connection closes with its last command. Whether the remote processes die with the
 // session is up to the SSH server; berth's own servers kill them.
+//
+// # Local sandboxes
+//
+// When the provider sets ConnectInfo.Local (the local provider, for
+// sandboxes this process started) commands go to the sandbox's init
+// process through package localexec instead of SSH (local.go); everything
+// above holds the same, through the command seam in transport.go.
 package executor
 
 import (

@@ -65,6 +65,11 @@
 // as root, the disk and tmp directories as detached mounts from open_tree),
 // because a subordinate uid may not be able to reach that directory.
 //
+// A sandbox this process started also gets one end of an exec socket pair
+// (localexec_linux.go): ConnectInfo.Local hands the executor berth's end,
+// and jobs run through it without SSH. Sandboxes adopted after a restart,
+// and the berth-provider-local plugin, keep using SSH.
+//
 // # Configuration
 //
 // Settings.Config ([autoscaler.provider_config]) is a JSON object; unknown
