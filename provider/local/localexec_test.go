@@ -58,6 +58,13 @@ func TestJobsRunTheSameOverTheLocalPathAndSSH(t *testing.T) {
 				t.Fatalf("Run: code %d err %v output %q", code, err, out.String())
 			}
 
+			// The job holds no descriptor but its stdio: neither the
+			// exec socket nor its command's socket leaks into it.
+			out.Reset()
+			if code, err := r.Run(ctx, ci, executor.Command{Script: "ls /proc/$$/fd | tr '\\n' ' '", Output: &out}); err != nil || code != 0 || out.String() != "0 1 2 " {
+				t.Fatalf("descriptors of a job: %q (code %d, err %v), want only 0 1 2", out.String(), code, err)
+			}
+
 			// A shell killed by a signal: 128+N.
 			code, err = r.Run(ctx, ci, executor.Command{Script: "kill -KILL $$; sleep 5"})
 			if err != nil || code != 137 {

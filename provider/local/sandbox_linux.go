@@ -83,8 +83,15 @@ func runSandbox(log *slog.Logger) error {
 	}
 	cf.Close()
 	log = log.With("instance", cfg.ID)
-	// Before anything starts a process: nothing the sandbox starts may
-	// inherit berth's disk poller socket.
+	// Before anything starts a process: no job may inherit a descriptor
+	// this process got, neither berth's sockets (disk poller, exec) nor
+	// whatever berth itself inherited without close-on-exec from its own
+	// parent (seen: a pipe of `go test`). Descriptors meant for a child
+	// are passed explicitly (os.ProcAttr.Files), which this does not stop.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		log.Warn("cannot mark inherited descriptors close-on-exec (kernel before 5.11?); jobs may inherit some", "err", err)
+	}
+	// Nothing the sandbox starts may inherit berth's disk poller socket.
 	var diskHost *os.File
 	if cfg.DiskPoller {
 		if err := unix.SetNonblock(diskPollFD, true); err != nil {
