@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/executor"
+	"github.com/berth-ci/berth/internal/imagetest"
 	"github.com/berth-ci/berth/internal/sandboxtest"
+	"github.com/berth-ci/berth/jobroot"
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/provider/local"
 )
@@ -233,5 +235,26 @@ func TestLocalPathAcrossSuspendAndResume(t *testing.T) {
 	code, err := executor.Run(context.Background(), ci, executor.Command{Script: "echo resumed", Output: &out})
 	if err != nil || code != 0 || out.String() != "resumed\n" {
 		t.Fatalf("Run after resume: %d %v %q", code, err, out.String())
+	}
+}
+
+// TestImageJobOverTheLocalPath runs a job in an image with SSH out of
+// reach: the runner starts through the exec socket, as over SSH.
+func TestImageJobOverTheLocalPath(t *testing.T) {
+	host := imagetest.Registry(t)
+	ref := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
+	p := newGroup(t, t.TempDir(), `{"network":"host"}`)
+	id := startOne(t, p)
+	ci, err := p.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci = transports(t, ci)["local"]
+	var r executor.Runner
+	var out lockedBuffer
+	img := executor.ImageJob{Name: ref, Settings: jobroot.Settings{Insecure: []string{host}}}
+	code, err := r.RunInImage(context.Background(), ci, executor.Command{Script: "cat /etc/os-release; echo job=$JOB; exit 6", Env: []string{"JOB=yes"}, Output: &out}, img)
+	if err != nil || code != 6 || !strings.Contains(out.String(), "NAME=berth-test-image") || !strings.Contains(out.String(), "job=yes") {
+		t.Fatalf("RunInImage over the local path: %d %v\n%s", code, err, out.String())
 	}
 }
