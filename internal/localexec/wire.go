@@ -55,8 +55,14 @@ const MaxData = 32 << 10
 // left out (see Request.Env).
 const MaxRequest = 64 << 10
 
+// OpRecycle asks the sandbox to reset itself between two jobs instead of
+// running a command: it answers FrameExit 0 once done, or FrameFailed.
+const OpRecycle = "recycle"
+
 // Request is what berth asks PID 1 to run.
 type Request struct {
+	// Op is empty for a command, or OpRecycle.
+	Op string `json:"op,omitempty"`
 	// Command runs as `sh -c Command`, like an SSH exec request.
 	Command string `json:"command"`
 	// Env are NAME=VALUE pairs added to the command's environment, like

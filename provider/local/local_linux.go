@@ -1120,6 +1120,12 @@ func (p *Provider) Recycle(ctx context.Context, id string) error {
 }
 
 func (p *Provider) sendRecycle(ctx context.Context, m *meta) error {
+	if h := p.localExec(m.ID, m); h != nil {
+		err := recycleLocal(ctx, h)
+		if !errors.Is(err, provider.ErrLocalExecUnavailable) {
+			return err
+		}
+	}
 	sc, err := p.dialSandbox(ctx, m, time.Minute)
 	if err != nil {
 		return err

@@ -1,11 +1,15 @@
 package local
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,7 +22,8 @@ import (
 // ConnectInfo hands the executor berth's end (ConnectInfo.Local), so jobs
 // on the sandbox run without SSH. SSH stays for everything else: adopted
 // sandboxes (a restarted berth holds no socket to them), the
-// berth-provider-local plugin, the provider's own heartbeat and recycle.
+// berth-provider-local plugin, the provider's heartbeat. Recycle, once per
+// job, uses the socket too (OpRecycle).
 
 // execFD is the sandbox's end of berth's exec socket, when
 // sandboxConfig.Exec.
@@ -178,8 +183,53 @@ func (s *sshd) serveExec(sock *os.File) {
 			s.log.Error("local exec socket failed; commands come over SSH only", "err", err)
 			return
 		}
+		if req.Op == localexec.OpRecycle {
+			go s.recycleLocal(c)
+			continue
+		}
+		if req.Op != "" {
+			c.Fail("unknown request " + strconv.Quote(req.Op))
+			c.Close()
+			continue
+		}
 		go s.execLocal(req, c)
 	}
+}
+
+// recycleLocal resets the sandbox for berth and answers on c.
+func (s *sshd) recycleLocal(c *localexec.Conn) {
+	defer c.Close()
+	if err := s.recycle("exec socket"); err != nil {
+		c.Fail(err.Error())
+		return
+	}
+	c.Exit(0, 0)
+}
+
+// recycleLocal asks the sandbox behind h to reset itself (Recycle without
+// an SSH handshake on either side, once per job).
+func recycleLocal(ctx context.Context, h provider.LocalExec) error {
+	cmd, err := localexec.Start(h, localexec.Request{Op: localexec.OpRecycle}, nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer cmd.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	defer context.AfterFunc(ctx, cmd.Kill)()
+	exit, err := cmd.Wait()
+	var refused *localexec.StartError
+	switch {
+	case errors.As(err, &refused):
+		return fmt.Errorf("sandbox refused: %s", refused.Message)
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("no answer from the sandbox: %w", ctx.Err())
+	case err != nil:
+		return err
+	case exit.Code != 0:
+		return fmt.Errorf("sandbox answered the recycle request with status %d", exit.Code)
+	}
+	return nil
 }
 
 // execLocal runs one command as session runs an SSH exec request: the same

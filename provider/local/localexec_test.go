@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -257,5 +258,37 @@ func TestImageJobOverTheLocalPath(t *testing.T) {
 	code, err := r.RunInImage(context.Background(), ci, executor.Command{Script: "cat /etc/os-release; echo job=$JOB; exit 6", Env: []string{"JOB=yes"}, Output: &out}, img)
 	if err != nil || code != 6 || !strings.Contains(out.String(), "NAME=berth-test-image") || !strings.Contains(out.String(), "job=yes") {
 		t.Fatalf("RunInImage over the local path: %d %v\n%s", code, err, out.String())
+	}
+}
+
+// TestRecycleOverTheExecSocket: Recycle of a sandbox this process started
+// goes through its exec socket (no SSH handshake per job) and resets it as
+// over SSH; an adopted sandbox is recycled over SSH.
+func TestRecycleOverTheExecSocket(t *testing.T) {
+	dir := t.TempDir()
+	p1 := local.New()
+	if _, err := p1.Init(context.Background(), provider.Settings{StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	id := startOne(t, p1)
+	run(t, p1, id, "echo left > /berth/left; (sleep 1000 >/dev/null 2>&1 &)")
+	if err := p1.Recycle(context.Background(), id); err != nil {
+		t.Fatalf("Recycle: %v", err)
+	}
+	if res := run(t, p1, id, "ls /berth; pgrep sleep || true"); res.Stdout != "" {
+		t.Fatalf("after Recycle the sandbox still shows %q", res.Stdout)
+	}
+	log := filepath.Join(dir, "local", "instances", id, "sandbox.log")
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), `via="exec socket"`) {
+		t.Fatalf("the recycle did not come through the exec socket:\n%s", b)
+	}
+	p1.Shutdown(context.Background())
+
+	p2 := newGroup(t, dir, "")
+	if err := p2.Recycle(context.Background(), id); err != nil {
+		t.Fatalf("Recycle of an adopted sandbox: %v", err)
+	}
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "via=ssh") {
+		t.Fatalf("the adopted sandbox was not recycled over SSH:\n%s", b)
 	}
 }

@@ -104,18 +104,26 @@ func (s *sshd) globalRequests(reqs <-chan *ssh.Request) {
 			}
 			continue
 		}
-		s.recycling.Lock()
-		start := time.Now()
-		err := recycle(s.hostname)
-		s.recycling.Unlock()
-		if err != nil {
-			s.log.Error("recycle sandbox", "err", err)
+		if err := s.recycle("ssh"); err != nil {
 			req.Reply(false, []byte(err.Error()))
 			continue
 		}
-		s.log.Info("sandbox recycled for the next job", "took", time.Since(start).String())
 		req.Reply(true, nil)
 	}
+}
+
+// recycle resets the sandbox between two jobs, as berth asked over via.
+func (s *sshd) recycle(via string) error {
+	s.recycling.Lock()
+	start := time.Now()
+	err := recycle(s.hostname)
+	s.recycling.Unlock()
+	if err != nil {
+		s.log.Error("recycle sandbox", "err", err, "via", via)
+		return err
+	}
+	s.log.Info("sandbox recycled for the next job", "took", time.Since(start).String(), "via", via)
+	return nil
 }
 
 // track adds or removes an open session channel.
