@@ -59,9 +59,13 @@ const MaxRequest = 64 << 10
 // running a command: it answers FrameExit 0 once done, or FrameFailed.
 const OpRecycle = "recycle"
 
+// OpPing asks whether the sandbox's init process still serves; it answers
+// FrameExit 0 at once. The heartbeat of an idle sandbox.
+const OpPing = "ping"
+
 // Request is what berth asks PID 1 to run.
 type Request struct {
-	// Op is empty for a command, or OpRecycle.
+	// Op is empty for a command, or OpRecycle or OpPing.
 	Op string `json:"op,omitempty"`
 	// Command runs as `sh -c Command`, like an SSH exec request.
 	Command string `json:"command"`

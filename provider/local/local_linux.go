@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-ci/berth/internal/diskfull"
+	"github.com/berth-ci/berth/internal/localexec"
 	"github.com/berth-ci/berth/internal/logging"
 	"github.com/berth-ci/berth/provider"
 )
@@ -1004,6 +1005,16 @@ func (p *Provider) Heartbeat(ctx context.Context, id string) error {
 	if m.State != wantRunning {
 		return fmt.Errorf("local provider: instance %s is %s", id, m.State)
 	}
+	if h := p.localExec(id, m); h != nil {
+		// Jobs reach this sandbox through its exec socket: check that.
+		err := askLocal(ctx, h, localexec.OpPing, 10*time.Second)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, provider.ErrLocalExecUnavailable) {
+			return fmt.Errorf("local provider: heartbeat %s: %w", id, err)
+		}
+	}
 	sc, err := p.dialSandbox(ctx, m, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("local provider: heartbeat %s: %w", id, err)
@@ -1121,7 +1132,7 @@ func (p *Provider) Recycle(ctx context.Context, id string) error {
 
 func (p *Provider) sendRecycle(ctx context.Context, m *meta) error {
 	if h := p.localExec(m.ID, m); h != nil {
-		err := recycleLocal(ctx, h)
+		err := askLocal(ctx, h, localexec.OpRecycle, time.Minute)
 		if !errors.Is(err, provider.ErrLocalExecUnavailable) {
 			return err
 		}

@@ -21,9 +21,10 @@ import (
 // process starts gets a SOCK_SEQPACKET socket pair end as execFD, and
 // ConnectInfo hands the executor berth's end (ConnectInfo.Local), so jobs
 // on the sandbox run without SSH. SSH stays for everything else: adopted
-// sandboxes (a restarted berth holds no socket to them), the
-// berth-provider-local plugin, the provider's heartbeat. Recycle, once per
-// job, uses the socket too (OpRecycle).
+// sandboxes (a restarted berth holds no socket to them) and the
+// berth-provider-local plugin. Recycle (once per job) and Heartbeat (every
+// heartbeat_interval per idle instance) use the socket too (OpRecycle,
+// OpPing), so a sandbox this process runs sees no SSH handshake at all.
 
 // execFD is the sandbox's end of berth's exec socket, when
 // sandboxConfig.Exec.
@@ -183,8 +184,13 @@ func (s *sshd) serveExec(sock *os.File) {
 			s.log.Error("local exec socket failed; commands come over SSH only", "err", err)
 			return
 		}
-		if req.Op == localexec.OpRecycle {
+		switch req.Op {
+		case localexec.OpRecycle:
 			go s.recycleLocal(c)
+			continue
+		case localexec.OpPing:
+			c.Exit(0, 0)
+			c.Close()
 			continue
 		}
 		if req.Op != "" {
@@ -206,15 +212,16 @@ func (s *sshd) recycleLocal(c *localexec.Conn) {
 	c.Exit(0, 0)
 }
 
-// recycleLocal asks the sandbox behind h to reset itself (Recycle without
-// an SSH handshake on either side, once per job).
-func recycleLocal(ctx context.Context, h provider.LocalExec) error {
-	cmd, err := localexec.Start(h, localexec.Request{Op: localexec.OpRecycle}, nil, nil, nil)
+// askLocal sends op (localexec.OpRecycle, OpPing) to the sandbox behind h
+// and waits up to timeout for its answer: Recycle once per job and the
+// heartbeat of idle sandboxes without an SSH handshake on either side.
+func askLocal(ctx context.Context, h provider.LocalExec, op string, timeout time.Duration) error {
+	cmd, err := localexec.Start(h, localexec.Request{Op: op}, nil, nil, nil)
 	if err != nil {
 		return err
 	}
 	defer cmd.Close()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	defer context.AfterFunc(ctx, cmd.Kill)()
 	exit, err := cmd.Wait()
@@ -227,7 +234,7 @@ func recycleLocal(ctx context.Context, h provider.LocalExec) error {
 	case err != nil:
 		return err
 	case exit.Code != 0:
-		return fmt.Errorf("sandbox answered the recycle request with status %d", exit.Code)
+		return fmt.Errorf("sandbox answered the %s request with status %d", op, exit.Code)
 	}
 	return nil
 }

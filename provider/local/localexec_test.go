@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,9 +262,10 @@ func TestImageJobOverTheLocalPath(t *testing.T) {
 	}
 }
 
-// TestRecycleOverTheExecSocket: Recycle of a sandbox this process started
-// goes through its exec socket (no SSH handshake per job) and resets it as
-// over SSH; an adopted sandbox is recycled over SSH.
+// TestRecycleOverTheExecSocket: Recycle and Heartbeat of a sandbox this
+// process started go through its exec socket (no SSH handshake per job or
+// per heartbeat) and Recycle resets it as over SSH; an adopted sandbox is
+// checked and recycled over SSH.
 func TestRecycleOverTheExecSocket(t *testing.T) {
 	dir := t.TempDir()
 	p1 := local.New()
@@ -282,13 +284,46 @@ func TestRecycleOverTheExecSocket(t *testing.T) {
 	if b, _ := os.ReadFile(log); !strings.Contains(string(b), `via="exec socket"`) {
 		t.Fatalf("the recycle did not come through the exec socket:\n%s", b)
 	}
+	if ok, err := local.PingLocal(p1, id); !ok || err != nil {
+		t.Fatalf("ping through the exec socket: %v %v", ok, err)
+	}
+	if err := p1.Heartbeat(context.Background(), id); err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
 	p1.Shutdown(context.Background())
 
 	p2 := newGroup(t, dir, "")
+	if ok, err := local.PingLocal(p2, id); ok || err != nil {
+		t.Fatalf("ping of an adopted sandbox through an exec socket: %v %v, want none", ok, err)
+	}
+	if err := p2.Heartbeat(context.Background(), id); err != nil {
+		t.Fatalf("Heartbeat of an adopted sandbox (SSH): %v", err)
+	}
 	if err := p2.Recycle(context.Background(), id); err != nil {
 		t.Fatalf("Recycle of an adopted sandbox: %v", err)
 	}
 	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "via=ssh") {
 		t.Fatalf("the adopted sandbox was not recycled over SSH:\n%s", b)
+	}
+}
+
+// TestHeartbeatNoticesAWedgedInitProcess: a sandbox whose init process no
+// longer answers fails its heartbeat over the exec socket, as it would
+// over SSH.
+func TestHeartbeatNoticesAWedgedInitProcess(t *testing.T) {
+	dir := t.TempDir()
+	p := newGroup(t, dir, "")
+	id := startOne(t, p)
+	pid := readMeta(t, dir, id).PID
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	if err := p.Heartbeat(context.Background(), id); err == nil || !strings.Contains(err.Error(), id) {
+		t.Fatalf("Heartbeat of a stopped sandbox: %v, want an error naming %s", err, id)
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	if err := p.Heartbeat(context.Background(), id); err != nil {
+		t.Fatalf("Heartbeat once it runs again: %v", err)
 	}
 }
