@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -113,7 +112,7 @@ func runLauncherIfRequested() {
 }
 
 func runLauncher(mode string) error {
-	signal.Ignore(fatalSignals...)
+	ignoreFatalSignals()
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return err
 	}

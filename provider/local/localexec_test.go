@@ -70,10 +70,17 @@ func TestJobsRunTheSameOverTheLocalPathAndSSH(t *testing.T) {
 				t.Fatalf("descriptors of a job: %q (code %d, err %v), want only 0 1 2 (and 3, ls reading the directory)", out.String(), code, err)
 			}
 
-			// A shell killed by a signal: 128+N.
+			// A shell killed by a signal: 128+N. Jobs start with no
+			// signal ignored (PID 1 ignores some for itself only), so
+			// a TERM kills as on any machine: `timeout`, `kill` work.
 			code, err = r.Run(ctx, ci, executor.Command{Script: "kill -KILL $$; sleep 5"})
 			if err != nil || code != 137 {
 				t.Fatalf("script killed by SIGKILL: code %d err %v, want 137", code, err)
+			}
+			out.Reset()
+			code, err = r.Run(ctx, ci, executor.Command{Script: "grep SigIgn /proc/self/status; kill -TERM $$; sleep 5", Output: &out})
+			if err != nil || code != 143 || !strings.HasPrefix(out.String(), "SigIgn:\t0000000000000000\n") {
+				t.Fatalf("script sent itself SIGTERM: code %d err %v output %q, want 143 and no ignored signal", code, err, out.String())
 			}
 
 			// stdin in, stdout and stderr apart.
@@ -256,8 +263,9 @@ func TestImageJobOverTheLocalPath(t *testing.T) {
 	var r executor.Runner
 	var out lockedBuffer
 	img := executor.ImageJob{Name: ref, Settings: jobroot.Settings{Insecure: []string{host}}}
-	code, err := r.RunInImage(context.Background(), ci, executor.Command{Script: "cat /etc/os-release; echo job=$JOB; exit 6", Env: []string{"JOB=yes"}, Output: &out}, img)
-	if err != nil || code != 6 || !strings.Contains(out.String(), "NAME=berth-test-image") || !strings.Contains(out.String(), "job=yes") {
+	code, err := r.RunInImage(context.Background(), ci, executor.Command{Script: "cat /etc/os-release; echo job=$JOB; grep SigIgn /proc/self/status; exit 6", Env: []string{"JOB=yes"}, Output: &out}, img)
+	if err != nil || code != 6 || !strings.Contains(out.String(), "NAME=berth-test-image") || !strings.Contains(out.String(), "job=yes") ||
+		!strings.Contains(out.String(), "SigIgn:\t0000000000000000") {
 		t.Fatalf("RunInImage over the local path: %d %v\n%s", code, err, out.String())
 	}
 }

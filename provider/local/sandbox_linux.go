@@ -73,6 +73,15 @@ var fatalSignals = []os.Signal{
 	unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGPWR,
 }
 
+// ignoreFatalSignals makes the fatal signals harmless to this process:
+// caught and dropped rather than ignored, because an ignored signal stays
+// ignored across exec, and every job would start with SIGTERM, SIGINT,
+// SIGHUP... ignored (`timeout` or `kill` could not stop its commands). A
+// caught signal is reset to its default in the new program.
+func ignoreFatalSignals() {
+	signal.Notify(make(chan os.Signal, 1), fatalSignals...) // never read: dropped
+}
+
 // runSandbox sets up the sandbox as PID 1 of its namespaces and serves SSH.
 // It returns only on failure, or in probe mode once the setup worked.
 func runSandbox(log *slog.Logger) error {
@@ -110,7 +119,7 @@ func runSandbox(log *slog.Logger) error {
 			return fmt.Errorf("exec socket: %w", err)
 		}
 	}
-	signal.Ignore(fatalSignals...)
+	ignoreFatalSignals()
 	if err := limitNoFile(); err != nil {
 		return err
 	}
