@@ -335,3 +335,28 @@ func TestHeartbeatNoticesAWedgedInitProcess(t *testing.T) {
 		t.Fatalf("Heartbeat once it runs again: %v", err)
 	}
 }
+
+// TestInitProcessShrugsOffSignals: PID 1 catches and drops the signals that
+// would end a Go program, from its jobs and from the host alike, so a job
+// cannot stop its own sandbox.
+func TestInitProcessShrugsOffSignals(t *testing.T) {
+	dir := t.TempDir()
+	p := newGroup(t, dir, "")
+	id := startOne(t, p)
+	run(t, p, id, "for s in TERM INT HUP USR1 USR2 QUIT ALRM; do kill -$s 1 2>/dev/null; done; true")
+	pid := readMeta(t, dir, id).PID
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1} {
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	ci, err := p.ConnectInfo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if code, err := executor.Run(context.Background(), ci, executor.Command{Script: "echo still here", Output: &out}); err != nil || code != 0 || out.String() != "still here\n" {
+		t.Fatalf("after the signals: %d %v %q", code, err, out.String())
+	}
+}
