@@ -58,6 +58,7 @@ type Provider struct {
 	diskMax    int64 // disk_max in bytes, 0 for none
 	slots      int   // capacity_per_instance, 0 when unknown
 	log        *slog.Logger
+	sandboxBin *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex // per-instance operation locks
@@ -131,6 +132,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
 		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax)
 	p.cleanLeftovers()
+	p.sandboxBin = findSandboxBinary(ctx, p.log, sandboxBinaryDir())
 	if err := p.probe(ctx); err != nil {
 		// A full disk makes the probe fail too: say so rather than blame
 		// namespaces (issue 9).
@@ -388,7 +390,7 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 	if diskPoll != nil {
 		extra = append(extra, diskPoll) // diskPollFD
 	}
-	cmd := exec.Command("/proc/self/exe")
+	cmd := exec.Command(p.sandboxBin.exe())
 	cmd.Args = []string{"berth-sandbox", sc.ID}
 	// A clean environment: berth's own (possibly secrets) must not leak
 	// into the instances.
