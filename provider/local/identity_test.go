@@ -23,7 +23,9 @@ func TestIdentityMismatchSaysWhatDiffers(t *testing.T) {
 		{"toolchain", func(b *buildIdentity) { b.Go = "go1.25.0" }, "built by go1.25.0, this binary by go1.26.8"},
 		{"dep version", func(b *buildIdentity) { b.Deps = map[string]string{"golang.org/x/sys": "v0.49.0 h1:z="} }, "golang.org/x/sys v0.49.0 h1:z= (here v0.50.0 h1:x=)"},
 		{"dep not here", func(b *buildIdentity) { b.Deps = map[string]string{"example.com/m": "v1 h1:m="} }, "example.com/m v1 h1:m= (not linked here)"},
-		{"tags", func(b *buildIdentity) { b.Build = map[string]string{"GOOS": "linux", "GOARCH": "amd64", "-tags": "debug"} }, `built with -tags="debug"`},
+		{"tags", func(b *buildIdentity) {
+			b.Build = map[string]string{"GOOS": "linux", "GOARCH": "amd64", "-tags": "debug"}
+		}, `built with -tags="debug"`},
 		{"arch", func(b *buildIdentity) { b.Build = map[string]string{"GOOS": "linux", "GOARCH": "arm64"} }, `GOARCH="arm64"`},
 	}
 	for _, c := range cases {
