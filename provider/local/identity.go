@@ -3,7 +3,7 @@ package local
 import (
 	"encoding/json"
 	"fmt"
-	"io"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -13,9 +13,23 @@ import (
 	"github.com/berth-ci/berth"
 )
 
-// IdentityArg is the argument that makes berth-sandbox print its build
-// identity as JSON and exit (see cmd/berth-sandbox).
-const IdentityArg = "--build-identity"
+// IdentityEnv set to 1 makes a binary that calls RunSandboxIfRequested
+// (berth-sandbox, berth, a provider plugin) print its build identity as
+// JSON and exit: berth reads it from a berth-sandbox it finds.
+const IdentityEnv = "BERTH_SANDBOX_IDENTITY"
+
+// writeIdentityIfRequested prints the build identity and exits when
+// IdentityEnv asks for it.
+func writeIdentityIfRequested() {
+	if os.Getenv(IdentityEnv) != "1" {
+		return
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(ownIdentity()); err != nil {
+		fmt.Fprintln(os.Stderr, "write build identity:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
 
 // buildIdentity says which sandbox code a binary holds. Two binaries whose
 // identities match run the same code on the sandbox's side, whatever else
@@ -65,13 +79,6 @@ var ownIdentity = sync.OnceValue(func() buildIdentity {
 	}
 	return id
 })
-
-// WriteBuildIdentity writes the running binary's build identity as JSON:
-// berth reads it from a berth-sandbox it finds before starting sandboxes
-// from it.
-func WriteBuildIdentity(w io.Writer) error {
-	return json.NewEncoder(w).Encode(ownIdentity())
-}
 
 // mismatch returns why a sandbox binary of identity sb does not run the
 // sandbox code this binary (id) would, or "" when it does. Every module sb

@@ -48,6 +48,7 @@ const (
 //		...
 //	}
 func RunSandboxIfRequested() {
+	writeIdentityIfRequested()
 	jobroot.RunIfRequested()
 	runLauncherIfRequested()
 	if os.Getenv(sandboxEnv) == "" {

@@ -149,12 +149,12 @@ func (b *sandboxBinary) checkIdentity(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, identityTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.exe())
-	cmd.Args = []string{SandboxBinaryName, IdentityArg}
-	cmd.Env = []string{}
+	cmd.Args = []string{SandboxBinaryName}
+	cmd.Env = []string{IdentityEnv + "=1"}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &capped{&out}, &capped{&errOut}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("it is not a berth-sandbox of this release: `%s %s` failed: %v: %s", b.path, IdentityArg, err, bytes.TrimSpace(errOut.Bytes()))
+		return fmt.Errorf("it is not a berth-sandbox of this release: `%s=1 %s` failed: %v: %s", IdentityEnv, b.path, err, bytes.TrimSpace(errOut.Bytes()))
 	}
 	var sb buildIdentity
 	if err := json.Unmarshal(out.Bytes(), &sb); err != nil {

@@ -23,14 +23,24 @@ import (
 // buildSandboxBinary builds cmd/berth-sandbox into a new directory, with
 // extra go build arguments, and returns the directory.
 func buildSandboxBinary(t testing.TB, args ...string) string {
+	return buildSandboxBinaryFrom(t, "../../cmd/berth-sandbox", "", args...)
+}
+
+// buildSandboxBinaryFrom builds the command pkg as berth-sandbox into a new
+// directory, with env added to the go tool's (when not empty) and extra go
+// build arguments, and returns the directory.
+func buildSandboxBinaryFrom(t testing.TB, pkg, env string, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go tool on PATH to build berth-sandbox")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("go", append(append([]string{"build", "-o", filepath.Join(dir, local.SandboxBinaryName)}, args...), "../../cmd/berth-sandbox")...)
+	cmd := exec.Command("go", append(append([]string{"build", "-o", filepath.Join(dir, local.SandboxBinaryName)}, args...), pkg)...)
+	if env != "" {
+		cmd.Env = append(os.Environ(), env)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build berth-sandbox: %v\n%s", err, out)
+		t.Fatalf("build %s as berth-sandbox: %v\n%s", pkg, err, out)
 	}
 	return dir
 }
