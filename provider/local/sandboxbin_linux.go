@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,18 +50,31 @@ const identityTimeout = 10 * time.Second
 
 // sandboxBinary is an opened, checked berth-sandbox. Sandboxes execute it
 // through its descriptor: what runs is the file that was checked, even if
-// the path is replaced later (an upgrade), and the sandbox's subordinate
-// uid needs no access to the directories on its path.
+// the path is replaced later (an upgrade that renames a new file in), and
+// the sandbox's subordinate uid needs no access to the directories on its
+// path.
 type sandboxBinary struct {
-	f    *os.File // close-on-exec, numbered at least minSandboxFD
-	fd   int
-	path string
+	f       *os.File // close-on-exec, numbered at least minSandboxFD
+	fd      int
+	path    string
+	checked unix.Stat_t // as it was checked
+	log     *slog.Logger
+	changed atomic.Bool // written to since: never run again
 }
 
 // exe is the path a sandbox is executed from: berth-sandbox through its
-// descriptor, or the running binary when b is nil.
+// descriptor, or the running binary when b is nil or the file was written
+// to in place since it was checked (cp over it: the new content is not
+// known to be the same build).
 func (b *sandboxBinary) exe() string {
-	if b == nil {
+	if b == nil || b.changed.Load() {
+		return selfExe
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(b.fd, &st); err != nil || st.Ctim != b.checked.Ctim || st.Size != b.checked.Size {
+		if !b.changed.Swap(true) {
+			b.log.Warn("not using "+SandboxBinaryName+" any more: it changed since berth checked it; sandboxes start from this binary until berth restarts", "binary", b.path)
+		}
 		return selfExe
 	}
 	return "/proc/self/fd/" + strconv.Itoa(b.fd)
@@ -74,7 +88,7 @@ func findSandboxBinary(ctx context.Context, log *slog.Logger, dir string) *sandb
 		return nil
 	}
 	path := filepath.Join(dir, SandboxBinaryName)
-	b, err := openSandboxBinary(ctx, path)
+	b, err := openSandboxBinary(ctx, path, log)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		log.Info("sandboxes start from this binary: no "+SandboxBinaryName+" beside it", "looked_for", path)
@@ -89,7 +103,7 @@ func findSandboxBinary(ctx context.Context, log *slog.Logger, dir string) *sandb
 
 // openSandboxBinary opens path, checks who may change it and that it is
 // the same build as this binary.
-func openSandboxBinary(ctx context.Context, path string) (*sandboxBinary, error) {
+func openSandboxBinary(ctx context.Context, path string, log *slog.Logger) (*sandboxBinary, error) {
 	dir, err := os.Stat(filepath.Dir(path))
 	if err != nil {
 		return nil, err
@@ -116,7 +130,11 @@ func openSandboxBinary(ctx context.Context, path string) (*sandboxBinary, error)
 	if err != nil {
 		return nil, fmt.Errorf("keep it open: %w", err)
 	}
-	b := &sandboxBinary{f: os.NewFile(uintptr(fd), path), fd: fd, path: path}
+	b := &sandboxBinary{f: os.NewFile(uintptr(fd), path), fd: fd, path: path, log: log}
+	if err := unix.Fstat(fd, &b.checked); err != nil {
+		b.f.Close()
+		return nil, err
+	}
 	if err := b.checkIdentity(ctx); err != nil {
 		b.f.Close()
 		return nil, err
@@ -148,7 +166,7 @@ func checkOwner(fi fs.FileInfo, what string) error {
 func (b *sandboxBinary) checkIdentity(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, identityTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, b.exe())
+	cmd := exec.CommandContext(ctx, "/proc/self/fd/"+strconv.Itoa(b.fd))
 	cmd.Args = []string{SandboxBinaryName}
 	cmd.Env = []string{IdentityEnv + "=1"}
 	var out, errOut bytes.Buffer

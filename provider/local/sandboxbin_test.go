@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/internal/imagetest"
@@ -125,6 +126,44 @@ func TestSandboxesStartFromAMatchingBerthSandbox(t *testing.T) {
 		executor.ImageJob{Name: ref, Settings: jobroot.Settings{Insecure: []string{host}}})
 	if err != nil || code != 0 || !strings.Contains(out.String(), "NAME=berth-test-image") {
 		t.Fatalf("image job from berth-sandbox: exit %d, %v:\n%s", code, err, out.String())
+	}
+
+	// Written to in place (cp over it) while berth runs: its content is
+	// no longer the build berth checked, so it never runs again.
+	if _, err := g.p.Decrease(context.Background(), []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, g.p, id)
+	f, err := os.OpenFile(filepath.Join(bin, local.SandboxBinaryName), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt([]byte{0x7f}, 0) // the byte it holds: only the file's times change
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	if _, exe := g.startedFrom(t); exe != self {
+		t.Errorf("after berth-sandbox changed, a sandbox runs %s, want this test binary %s", exe, self)
+	}
+	if !strings.Contains(g.logs.String(), "it changed since berth checked it") {
+		t.Errorf("no log line saying berth-sandbox changed:\n%s", g.logs)
+	}
+}
+
+// waitGone waits until p no longer lists id.
+func waitGone(t *testing.T, p *local.Provider, id string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, ok := states(t, p)[id]; !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still listed a minute after Decrease", id)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
