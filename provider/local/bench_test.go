@@ -65,7 +65,8 @@ func BenchmarkBoot(b *testing.B) {
 // run each, in order (default "berth,berth-sandbox"): "berth-sandbox" the
 // lean binary as released, "berth" the whole berth binary (what sandboxes
 // run when no berth-sandbox lies beside berth), both built static as
-// released; "test" this test binary.
+// released; "test" this test binary; an absolute path, the berth-sandbox in
+// that directory (kept after the run, for perf to find its symbols).
 func TestScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BERTH_LOCAL_SCALE"))
 	if n <= 0 {
@@ -87,6 +88,9 @@ func TestScale(t *testing.T) {
 // scaleBinary returns a directory whose berth-sandbox is the binary named
 // by from, built static; for "test", an empty one.
 func scaleBinary(t *testing.T, from string) string {
+	if filepath.IsAbs(from) {
+		return from
+	}
 	switch from {
 	case "test":
 		return t.TempDir()

@@ -3,12 +3,10 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -168,18 +166,6 @@ func (p *Provider) loadClientKey() error {
 	p.signer, p.clientPEM = signer, b
 	p.clientPub = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
 	return nil
-}
-
-func newKeyPEM(comment string) ([]byte, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	blk, err := ssh.MarshalPrivateKey(priv, comment)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(blk), nil
 }
 
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
