@@ -114,6 +114,15 @@ func TestSandboxesStartFromAMatchingBerthSandbox(t *testing.T) {
 	if want := filepath.Join(bin, local.SandboxBinaryName); exe != want {
 		t.Fatalf("sandbox runs %s, want %s", exe, want)
 	}
+	// berth's descriptor of the binary is close-on-exec: the sandbox does
+	// not hold it (nor hand it to jobs).
+	pid := strconv.Itoa(readMeta(t, g.state, id).PID)
+	fds, _ := os.ReadDir("/proc/" + pid + "/fd")
+	for _, fd := range fds {
+		if target, _ := os.Readlink("/proc/" + pid + "/fd/" + fd.Name()); target == exe {
+			t.Errorf("sandbox PID 1 holds fd %s on its own binary", fd.Name())
+		}
+	}
 	host := imagetest.Registry(t)
 	ref := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
 	ci, err := g.p.ConnectInfo(context.Background(), id)
