@@ -104,12 +104,20 @@ func findSandboxBinary(ctx context.Context, log *slog.Logger, dir string) *sandb
 // openSandboxBinary opens path, checks who may change it and that it is
 // the same build as this binary.
 func openSandboxBinary(ctx context.Context, path string, log *slog.Logger) (*sandboxBinary, error) {
-	dir, err := os.Stat(filepath.Dir(path))
+	// The directory it lies in, and the one it links to if it is a
+	// symbolic link: whoever may write there could swap the file.
+	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOwner(dir, "its directory"); err != nil {
-		return nil, err
+	for _, d := range []string{filepath.Dir(path), filepath.Dir(real)} {
+		dir, err := os.Stat(d)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkOwner(dir, "its directory "+d); err != nil {
+			return nil, err
+		}
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -200,9 +200,19 @@ func TestStaleOrUnsafeBerthSandboxIsRefused(t *testing.T) {
 		{"group-writable", "writable by group or others (mode 0775)", func(t *testing.T, dir string) {
 			copyExecutable(t, good, filepath.Join(dir, local.SandboxBinaryName), 0o775)
 		}},
-		{"world-writable directory", "its directory is writable by group or others", func(t *testing.T, dir string) {
+		{"world-writable directory", "is writable by group or others (mode 0777)", func(t *testing.T, dir string) {
 			copyExecutable(t, good, filepath.Join(dir, local.SandboxBinaryName), 0o755)
 			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"link into a world-writable directory", "is writable by group or others (mode 0777)", func(t *testing.T, dir string) {
+			open := t.TempDir()
+			if err := os.Chmod(open, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			copyExecutable(t, good, filepath.Join(open, local.SandboxBinaryName), 0o755)
+			if err := os.Symlink(filepath.Join(open, local.SandboxBinaryName), filepath.Join(dir, local.SandboxBinaryName)); err != nil {
 				t.Fatal(err)
 			}
 		}},
