@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the release tarballs: static linux/amd64 and linux/arm64 binaries of
-# berth and its provider plugins, with the licence, README, systemd unit and
-# example config, and a SHA256SUMS file.
+# berth, berth-sandbox (the lean binary the local provider starts sandboxes
+# from; berth uses it only when it is this same build) and the provider
+# plugins, with the licence, README, systemd unit and example config, and a
+# SHA256SUMS file.
 #
 #   packaging/release.sh v1.2.3            # → dist/berth_v1.2.3_linux_{amd64,arm64}.tar.gz, dist/SHA256SUMS
 #   ARCHS=amd64 packaging/release.sh v1.2.3
@@ -20,7 +22,7 @@ for arch in $archs; do
   name=berth_${version}_linux_${arch}
   out=dist/$name
   mkdir -p "$out"
-  for cmd in berth berth-provider-local berth-provider-aws; do
+  for cmd in berth berth-sandbox berth-provider-local berth-provider-aws; do
     # Static (no cgo) so one tarball runs on any distribution.
     CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/$cmd" "./cmd/$cmd"
   done

@@ -51,28 +51,38 @@ func TestScale(t *testing.T) {
 	}
 }
 
-// useReleaseBuild builds berth the way packaging/release.sh does
-// (CGO_ENABLED=0: a static binary) for the scale runs, unless
-// BERTH_SCALE_CGO=1. Every sandbox re-executes the binary twice (its PID 1
-// and its image launcher), and a dynamically linked one pays the dynamic
-// loader and the C library's start-up (CPU feature probing that traps to
-// the hypervisor on a VM) each time: ~2 ms of a sandbox's ~12 ms boot.
+// useReleaseBuild builds berth and berth-sandbox into one directory the
+// way packaging/release.sh does for the scale runs. Static (CGO_ENABLED=0)
+// unless BERTH_SCALE_CGO=1: every sandbox executes its binary twice (its
+// PID 1 and its image launcher), and a dynamically linked one pays the
+// dynamic loader and the C library's start-up (CPU feature probing that
+// traps to the hypervisor on a VM) each time: ~2 ms of a sandbox's ~12 ms
+// boot. With berth-sandbox beside berth, sandboxes start from it and skip
+// the package initialisation of everything else berth links;
+// BERTH_SCALE_SANDBOX=0 leaves it out to measure sandboxes started from
+// berth's own binary.
 func useReleaseBuild(t *testing.T) {
-	if os.Getenv("BERTH_SCALE_CGO") == "1" {
-		t.Log("scale runs use the test harness's default build (cgo as go build defaults)")
-		return
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	cgo := os.Getenv("BERTH_SCALE_CGO") == "1"
+	lean := os.Getenv("BERTH_SCALE_SANDBOX") != "0"
+	build := func(name, pkg string) {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		if !cgo {
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", name, err, out)
+		}
 	}
-	bin := filepath.Join(t.TempDir(), "berth")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build a static berth: %v\n%s", err, out)
+	build("berth", ".")
+	if lean {
+		build("berth-sandbox", "../berth-sandbox")
 	}
-	os.Chmod(filepath.Dir(bin), 0o755)
 	prev := berthBin
-	berthBin = bin
+	berthBin = filepath.Join(dir, "berth")
 	t.Cleanup(func() { berthBin = prev })
-	t.Log("scale runs use a static build (CGO_ENABLED=0, as released); BERTH_SCALE_CGO=1 for go build's default")
+	t.Logf("scale runs use berth built with cgo %v (BERTH_SCALE_CGO=1 for go build's default; releases are static), berth-sandbox beside it %v (BERTH_SCALE_SANDBOX=0 to leave it out)", cgo, lean)
 }
 
 // parseScale reads "JOBS" or "JOBS/INSTANCES".
@@ -134,6 +144,11 @@ idle_time = "1m"
 		"berth: %d threads, RSS %.0f MiB (%.0f KiB per running job, %.0f KiB above idle), %d fds (%.2f per job), CPU %.3f cores",
 		jobs, instances, capacity, submitted.Round(time.Millisecond), allRunning.Seconds(),
 		after.threads, float64(after.rss)/(1<<20), perJob/1024, delta/1024, after.fds, float64(after.fds)/float64(jobs), cpu)
+	for pid := range sandboxProcesses(d) {
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		t.Logf("sandboxes run %s", exe)
+		break
+	}
 	if n, private, ticks := sandboxCost(d); n > 0 {
 		t.Logf("SCALE %d sandbox processes (outside berth): %.1f MiB private memory and %.0f ms CPU each on average; "+
 			"berth used %.1f CPU seconds from the first submit to all running",

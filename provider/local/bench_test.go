@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/provider/local"
 	"github.com/berth-ci/berth/providertest"
 )
 
@@ -55,15 +56,63 @@ func BenchmarkBoot(b *testing.B) {
 }
 
 // TestScale starts BERTH_LOCAL_SCALE instances at once and logs boot time,
-// memory per instance and deletion time. It is a measurement, not a check,
-// so it only runs when asked: BERTH_LOCAL_SCALE=100 go test -run Scale -v.
+// CPU and memory per instance and deletion time. It is a measurement, not a
+// check, so it only runs when asked:
+//
+//	BERTH_LOCAL_SCALE=100 go test ./provider/local -run 'TestScale$' -v
+//
+// BERTH_LOCAL_SCALE_FROM lists the binaries to start the sandboxes from, one
+// run each, in order (default "berth,berth-sandbox"): "berth-sandbox" the
+// lean binary as released, "berth" the whole berth binary (what sandboxes
+// run when no berth-sandbox lies beside berth), both built static as
+// released; "test" this test binary; an absolute path, the berth-sandbox in
+// that directory (kept after the run, for perf to find its symbols).
 func TestScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BERTH_LOCAL_SCALE"))
 	if n <= 0 {
 		t.Skip("set BERTH_LOCAL_SCALE=N to start N instances and measure")
 	}
+	from := os.Getenv("BERTH_LOCAL_SCALE_FROM")
+	if from == "" {
+		from = "berth,berth-sandbox"
+	}
+	for i, bin := range strings.Split(from, ",") {
+		binDir := scaleBinary(t, bin)
+		t.Run(fmt.Sprintf("%d_%s", i+1, bin), func(t *testing.T) {
+			defer local.UseSandboxBinaryDir(binDir)()
+			scaleRun(t, n)
+		})
+	}
+}
+
+// scaleBinary returns a directory whose berth-sandbox is the binary named
+// by from, built static; for "test", an empty one.
+func scaleBinary(t *testing.T, from string) string {
+	if filepath.IsAbs(from) {
+		return from
+	}
+	switch from {
+	case "test":
+		return t.TempDir()
+	case "berth":
+		return buildSandboxBinaryFrom(t, "../../cmd/berth", "CGO_ENABLED=0")
+	case "berth-sandbox":
+		return buildSandboxBinaryFrom(t, "../../cmd/berth-sandbox", "CGO_ENABLED=0")
+	}
+	t.Fatalf("BERTH_LOCAL_SCALE_FROM: unknown binary %q: want berth, berth-sandbox or test", from)
+	return ""
+}
+
+func scaleRun(t *testing.T, n int) {
+	quietLogT(t)
 	dir := t.TempDir()
 	p := newGroup(t, dir, "")
+	if exe := local.SandboxExe(p); exe == "/proc/self/exe" {
+		t.Logf("sandboxes start from this test binary")
+	} else {
+		target, _ := os.Readlink(exe)
+		t.Logf("sandboxes start from %s", target)
+	}
 	ctx := context.Background()
 	start := time.Now()
 	selfBefore := selfCPU()
@@ -259,6 +308,13 @@ func BenchmarkRecycle(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// quietLogT keeps the provider's log lines out of a measurement's output.
+func quietLogT(t *testing.T) {
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { slog.SetDefault(prev) })
 }
 
 // quietLog keeps the provider's log lines out of the benchmark's output.

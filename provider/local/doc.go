@@ -4,8 +4,11 @@
 //
 // # How a sandbox runs
 //
-// Increase re-executes the current binary (/proc/self/exe) with the
-// environment marker BERTH_LOCAL_SANDBOX set. The child starts as PID 1 of a
+// Increase executes berth-sandbox, a lean binary that links only this
+// package, when one lies beside the running binary, is safe to run and is
+// the same build (sandboxbin_linux.go); else it re-executes the current
+// binary (/proc/self/exe). Either runs with the environment marker
+// BERTH_LOCAL_SANDBOX set. The child starts as PID 1 of a
 // fresh PID namespace; RunSandboxIfRequested, which main and every TestMain
 // that starts sandboxes must call first, notices the marker, builds the
 // sandbox's file system, serves SSH and reaps zombies until it is killed. The

@@ -3,12 +3,10 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,6 +57,7 @@ type Provider struct {
 	diskMax    int64 // disk_max in bytes, 0 for none
 	slots      int   // capacity_per_instance, 0 when unknown
 	log        *slog.Logger
+	sandboxBin *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex // per-instance operation locks
@@ -133,6 +132,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
 		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax)
 	p.cleanLeftovers()
+	p.sandboxBin = findSandboxBinary(ctx, p.log, sandboxBinaryDir())
 	if err := p.probe(ctx); err != nil {
 		// A full disk makes the probe fail too: say so rather than blame
 		// namespaces (issue 9).
@@ -168,18 +168,6 @@ func (p *Provider) loadClientKey() error {
 	p.signer, p.clientPEM = signer, b
 	p.clientPub = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
 	return nil
-}
-
-func newKeyPEM(comment string) ([]byte, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	blk, err := ssh.MarshalPrivateKey(priv, comment)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(blk), nil
 }
 
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
@@ -405,7 +393,7 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 		}
 		extra = append(extra, execSock) // execFD
 	}
-	cmd := exec.Command("/proc/self/exe")
+	cmd := exec.Command(p.sandboxBin.exe())
 	cmd.Args = []string{"berth-sandbox", sc.ID}
 	// A clean environment: berth's own (possibly secrets) must not leak
 	// into the instances.

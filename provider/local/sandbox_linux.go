@@ -49,6 +49,7 @@ const (
 //		...
 //	}
 func RunSandboxIfRequested() {
+	writeIdentityIfRequested()
 	jobroot.RunIfRequested()
 	runLauncherIfRequested()
 	if os.Getenv(sandboxEnv) == "" {
