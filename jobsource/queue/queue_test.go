@@ -18,7 +18,7 @@ import (
 	"github.com/berth-ci/berth/jobsource/queue"
 )
 
-func serve(t *testing.T, q *queue.Queue) (*httptest.Server, *api.Client) {
+func serve(t testing.TB, q *queue.Queue) (*httptest.Server, *api.Client) {
 	t.Helper()
 	srv := httptest.NewServer(q.Handler())
 	t.Cleanup(srv.Close)
