@@ -1136,7 +1136,8 @@ var errCanceled = errors.New("job canceled by its source")
 // cancels it, until the returned stop is called. It registers callbacks
 // rather than starting a goroutine to wait for either: such a goroutine
 // would hold a stack for the job's whole run. Only a job that cannot call
-// back (a GitLab job) gets one, for its cancel.
+// back (no jobsource.CancelWatcher; berth's queue and GitLab jobs can)
+// gets one, for its cancel.
 func watchRun(job jobsource.Job, acq fleet.Acquisition, cancel context.CancelCauseFunc, graceful *atomic.Bool) (stop func()) {
 	stopLost := acq.AfterLost(func() {
 		cancel(fmt.Errorf("instance %s was lost: %s", acq.Instance, acq.LostReason()))
