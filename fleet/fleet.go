@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-ci/berth/internal/oneshot"
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/scaler"
 	"github.com/berth-ci/berth/store"
@@ -82,10 +83,22 @@ func (a Acquisition) LostReason() string {
 	return a.lost.reason
 }
 
+// AfterLost arranges for f to run in its own goroutine when the instance is
+// lost (at once if it was), as context.AfterFunc does for a context: a
+// running job is watched without a goroutine of its own. stop unregisters
+// f and reports whether that kept f from running.
+func (a Acquisition) AfterLost(f func()) (stop func() bool) {
+	if a.lost == nil {
+		return func() bool { return false }
+	}
+	return a.lost.hooks.After(f)
+}
+
 type lostSignal struct {
 	ch     chan struct{}
 	mu     sync.Mutex
 	reason string
+	hooks  oneshot.Hooks
 }
 
 type result struct {
@@ -386,6 +399,7 @@ func (f *Fleet) note(a scaler.Action) {
 			l.reason = a.Reason
 			l.mu.Unlock()
 			close(l.ch)
+			l.hooks.Fire()
 			delete(f.lost, a.Key)
 		}
 	case scaler.Gone:

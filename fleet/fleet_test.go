@@ -116,3 +116,38 @@ func TestNoInstanceIsCreatedWhileStateCannotBeSaved(t *testing.T) {
 		t.Error("the fleet does not account for the instance it created")
 	}
 }
+
+// A running job is watched through AfterLost (no goroutine per job): the
+// function runs once the instance under it is lost, with the reason set.
+func TestAfterLostRunsWhenTheInstanceUnderAJobIsLost(t *testing.T) {
+	f, group := newFleet(t, onDemand(0), sim.Config{}, nil)
+	if err := f.Reserve("job-1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	acq, err := f.Acquire(ctx, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := make(chan string, 1)
+	acq.AfterLost(func() { lost <- acq.LostReason() })
+	stop := acq.AfterLost(func() { t.Error("a stopped AfterLost function ran") })
+	if !stop() {
+		t.Error("stopping an AfterLost function before the loss reported false")
+	}
+	if err := group.Kill(acq.Instance); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case reason := <-lost:
+		if reason == "" {
+			t.Error("AfterLost ran before LostReason was set")
+		}
+	case <-ctx.Done():
+		t.Fatal("the AfterLost function never ran after the instance was killed")
+	}
+	if (Acquisition{}).AfterLost(func() {})() {
+		t.Error("stop on an acquisition without an instance reported true")
+	}
+}

@@ -92,6 +92,16 @@ type Job interface {
 	Finish(ctx context.Context, r Result) error
 }
 
+// CancelWatcher is implemented by jobs that run a function when they are
+// canceled, so that berth does not keep a goroutine per running job
+// waiting on Canceled.
+type CancelWatcher interface {
+	// AfterCancel arranges for f to run in its own goroutine when the job
+	// is canceled (at once if it was), as context.AfterFunc does. stop
+	// unregisters f and reports whether that kept f from running.
+	AfterCancel(f func(CancelRequest)) (stop func() bool)
+}
+
 // CancelRequest tells a running job to stop.
 type CancelRequest struct {
 	// Graceful asks for after_script to run before the job ends.

@@ -1090,16 +1090,7 @@ func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsourc
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var graceful atomic.Bool
-	go func() {
-		select {
-		case <-acq.Lost:
-			cancel(fmt.Errorf("instance %s was lost: %s", acq.Instance, acq.LostReason()))
-		case c := <-job.Canceled():
-			graceful.Store(c.Graceful)
-			cancel(errCanceled)
-		case <-runCtx.Done():
-		}
-	}()
+	defer watchRun(job, acq, cancel, &graceful)()
 	code, err := -1, m.prepare(runCtx, job, acq)
 	prepErr := err
 	if err == nil {
@@ -1140,6 +1131,35 @@ func (m *Manager) execute(ctx context.Context, spec jobsource.Spec, job jobsourc
 }
 
 var errCanceled = errors.New("job canceled by its source")
+
+// watchRun cancels a job's run when its instance is lost or its source
+// cancels it, until the returned stop is called. It registers callbacks
+// rather than starting a goroutine to wait for either: such a goroutine
+// would hold a stack for the job's whole run. Only a job that cannot call
+// back (no jobsource.CancelWatcher; berth's queue and GitLab jobs can)
+// gets one, for its cancel.
+func watchRun(job jobsource.Job, acq fleet.Acquisition, cancel context.CancelCauseFunc, graceful *atomic.Bool) (stop func()) {
+	stopLost := acq.AfterLost(func() {
+		cancel(fmt.Errorf("instance %s was lost: %s", acq.Instance, acq.LostReason()))
+	})
+	canceled := func(c jobsource.CancelRequest) {
+		graceful.Store(c.Graceful)
+		cancel(errCanceled)
+	}
+	if w, ok := job.(jobsource.CancelWatcher); ok {
+		stopCancel := w.AfterCancel(canceled)
+		return func() { stopLost(); stopCancel() }
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case c := <-job.Canceled():
+			canceled(c)
+		case <-done:
+		}
+	}()
+	return func() { stopLost(); close(done) }
+}
 
 func resultLabel(r jobsource.Result) string {
 	if r.Failure == jobsource.FailureNone {

@@ -3,6 +3,7 @@ package gitlab
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-ci/berth/internal/gitlabfake"
 	"github.com/berth-ci/berth/jobsource"
@@ -222,5 +223,49 @@ func TestAllowedReason(t *testing.T) {
 		if got := allowedReason(c.want, c.allowed); got != c.got {
 			t.Errorf("allowedReason(%q, %v) = %q, want %q", c.want, c.allowed, got, c.got)
 		}
+	}
+}
+
+// berth watches a running job through AfterCancel, not a goroutine per
+// job: its function gets GitLab's first request, and a hard cancel after
+// a graceful one does not change what it got.
+func TestAfterCancelGetsTheFirstRequest(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	id := f.AddJob(gitlabfake.JobSpec{Script: longScript, Variables: noGit})
+	j := takeJob(t, newTestSource(t, f, nil))
+	got := make(chan jobsource.CancelRequest, 2)
+	j.AfterCancel(func(r jobsource.CancelRequest) { got <- r })
+	stop := j.AfterCancel(func(jobsource.CancelRequest) { t.Error("a stopped AfterCancel function ran") })
+	if !stop() {
+		t.Error("stopping an AfterCancel function before any cancel reported false")
+	}
+	f.Job(id).Canceling()
+	if r := receive(t, got); !r.Graceful {
+		t.Errorf("AfterCancel after Job-Status canceling got %+v, want graceful", r)
+	}
+	f.Job(id).Cancel()
+	waitFor(t, "the hard cancel", func() bool {
+		select {
+		case _, open := <-j.Canceled():
+			return !open
+		default:
+			return false
+		}
+	})
+	j.AfterCancel(func(r jobsource.CancelRequest) { got <- r })
+	if r := receive(t, got); !r.Graceful {
+		t.Errorf("AfterCancel after the hard cancel got %+v, want the first (graceful) request", r)
+	}
+	j.Finish(testCtx(t), jobsource.Result{ExitCode: -1, Failure: jobsource.FailureCanceled})
+}
+
+func receive(t *testing.T, ch chan jobsource.CancelRequest) jobsource.CancelRequest {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("the AfterCancel function never ran")
+		return jobsource.CancelRequest{}
 	}
 }

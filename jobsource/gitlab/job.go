@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-ci/berth/internal/oneshot"
 	"github.com/berth-ci/berth/jobsource"
 )
 
@@ -44,6 +45,8 @@ type Job struct {
 	lastContact time.Time
 	instance    string
 	cancelState cancelState
+	firstCancel jobsource.CancelRequest // what AfterCancel's functions get
+	cancelHooks oneshot.Hooks
 	// dirs holds the builds and project dirs once resolved on the instance (stage.go).
 	dirs [2]string
 }
@@ -56,7 +59,10 @@ const (
 	canceledHard
 )
 
-var _ jobsource.Job = (*Job)(nil)
+var (
+	_ jobsource.Job           = (*Job)(nil)
+	_ jobsource.CancelWatcher = (*Job)(nil)
+)
 
 func newJob(s *Source, p *jobPayload) *Job {
 	var secrets []string
@@ -113,6 +119,19 @@ func (j *Job) Log() io.Writer { return logWriter{j} }
 // sent as a value and then the channel is closed.
 func (j *Job) Canceled() <-chan jobsource.CancelRequest { return j.cancelCh }
 
+// AfterCancel arranges for f to run once GitLab cancels the job (see
+// jobsource.CancelWatcher). f gets the first request, graceful or hard, as
+// a single receive from Canceled would; a hard cancel after a graceful one
+// does not call f again.
+func (j *Job) AfterCancel(f func(jobsource.CancelRequest)) (stop func() bool) {
+	return j.cancelHooks.After(func() {
+		j.mu.Lock()
+		r := j.firstCancel
+		j.mu.Unlock()
+		f(r)
+	})
+}
+
 // Started notes the instance in the log, so a user can tell where the job ran.
 func (j *Job) Started(instance string) {
 	j.mu.Lock()
@@ -157,13 +176,16 @@ func (j *Job) appendLocked(b []byte) {
 func (j *Job) requestCancel(graceful bool, why string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	switch {
-	case j.cancelState == canceledHard, graceful && j.cancelState == canceledGracefully:
+	if j.cancelState == canceledHard || graceful && j.cancelState == canceledGracefully {
 		return
-	case graceful:
+	}
+	if j.cancelState == notCanceled {
+		j.firstCancel = jobsource.CancelRequest{Graceful: graceful}
+	}
+	if graceful {
 		j.cancelState = canceledGracefully
 		j.cancelCh <- jobsource.CancelRequest{Graceful: true} // buffer is empty: first send
-	default:
+	} else {
 		select { // replace an unread graceful request
 		case <-j.cancelCh:
 		default:
@@ -172,6 +194,7 @@ func (j *Job) requestCancel(graceful bool, why string) {
 		j.cancelCh <- jobsource.CancelRequest{Graceful: false}
 		close(j.cancelCh)
 	}
+	j.cancelHooks.Fire() // the first request only: later ones do nothing
 	j.log.Info("gitlab canceled job", "graceful", graceful, "why", why)
 }
 

@@ -94,3 +94,40 @@ func TestStaleLogFileIsNotInheritedByANewJob(t *testing.T) {
 		t.Fatalf("new job %s inherited a log:\n%s", j.ID, data)
 	}
 }
+
+// Jobs that were only queued have no log file to count from: their IDs are
+// recorded beside queue.db by the submit itself (once per shared commit,
+// not per job), so a restored queue.db does not hand them out again.
+func TestQueuedJobIDsNeverRepeatAfterTheQueueIsRestored(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "queue")
+	path := filepath.Join(dir, "queue.db")
+	q := openQueue(t, dir)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	older, _ := os.ReadFile(path)
+	q = openQueue(t, dir)
+	var last api.Job
+	for range 3 {
+		j, err := q.Submit(api.JobRequest{Script: "echo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = j
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q = openQueue(t, dir)
+	j, err := q.Submit(api.JobRequest{Script: "echo new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(j.ID)
+	if l, _ := strconv.Atoi(last.ID); n <= l {
+		t.Fatalf("new job got ID %s after queue.db was restored; jobs up to %s were already submitted", j.ID, last.ID)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/oneshot"
 	"github.com/berth-ci/berth/jobsource"
 )
 
@@ -22,8 +23,9 @@ type Job struct {
 	createdAt time.Time
 	startedAt time.Time
 
-	cancelOnce sync.Once
-	canceled   chan jobsource.CancelRequest
+	cancelOnce  sync.Once
+	canceled    chan jobsource.CancelRequest
+	cancelHooks oneshot.Hooks
 
 	logSignal notifier // fired on every log write, for followers
 
@@ -35,7 +37,10 @@ type Job struct {
 	finished  bool
 }
 
-var _ jobsource.Job = (*Job)(nil)
+var (
+	_ jobsource.Job           = (*Job)(nil)
+	_ jobsource.CancelWatcher = (*Job)(nil)
+)
 
 func newJob(q *Queue, key []byte, rec *record, sc *script) *Job {
 	j := &Job{
@@ -128,8 +133,17 @@ func (w logWriter) Write(p []byte) (int, error) {
 // cancel is not graceful: the received CancelRequest has Graceful false.
 func (j *Job) Canceled() <-chan jobsource.CancelRequest { return j.canceled }
 
+// AfterCancel arranges for f to run when someone cancels the job (see
+// jobsource.CancelWatcher); the request it gets is not graceful.
+func (j *Job) AfterCancel(f func(jobsource.CancelRequest)) (stop func() bool) {
+	return j.cancelHooks.After(func() { f(jobsource.CancelRequest{}) })
+}
+
 func (j *Job) cancel() {
-	j.cancelOnce.Do(func() { close(j.canceled) })
+	j.cancelOnce.Do(func() {
+		close(j.canceled)
+		j.cancelHooks.Fire()
+	})
 }
 
 // Started records the instance the job runs on, so `berth jobs` shows it

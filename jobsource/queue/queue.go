@@ -112,8 +112,9 @@ type Queue struct {
 	changed     notifier // fired on every job state change
 	done        chan struct{}
 
-	idMu   sync.Mutex // guards lastID and lastIDFile (ids.go)
-	lastID uint64
+	idMu     sync.Mutex // guards lastID, issuedID and lastIDFile (ids.go)
+	lastID   uint64     // the ID in lastIDFile
+	issuedID uint64     // the highest ID issued, maybe not yet in lastIDFile
 
 	takeoverMu sync.Mutex // one TakeOver at a time (takeover.go)
 
@@ -369,6 +370,7 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 	if err != nil {
 		return api.Job{}, q.storeError("queue the job", err)
 	}
+	q.saveIssued()
 	q.log.Info("job queued", "job", rec.ID, "owner", p.Name, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
 	q.changed.fire()
 	return rec.apiJob(sc), nil

@@ -11,13 +11,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/jobsource"
 	"github.com/berth-ci/berth/jobsource/queue"
 )
 
-func serve(t *testing.T, q *queue.Queue) (*httptest.Server, *api.Client) {
+func serve(t testing.TB, q *queue.Queue) (*httptest.Server, *api.Client) {
 	t.Helper()
 	srv := httptest.NewServer(q.Handler())
 	t.Cleanup(srv.Close)
@@ -263,12 +264,28 @@ func TestCancel(t *testing.T) {
 			t.Fatal("Canceled closed before any cancel")
 		default:
 		}
+		// The manager watches a running job through AfterCancel, not a
+		// goroutine on Canceled.
+		called := make(chan jobsource.CancelRequest, 1)
+		j.AfterCancel(func(r jobsource.CancelRequest) { called <- r })
+		stop := j.AfterCancel(func(jobsource.CancelRequest) { t.Error("a stopped AfterCancel function ran") })
+		if !stop() {
+			t.Error("stopping an AfterCancel function before the cancel reported false")
+		}
 		got, err = c.Cancel(ctx, running.ID)
 		if err != nil || got.State != api.JobRunning || !got.CancelRequested {
 			t.Fatalf("cancel running = %+v, %v", got, err)
 		}
 		if req := <-j.Canceled(); req.Graceful {
 			t.Errorf("cancel request = %+v, want a forceful cancel", req)
+		}
+		select {
+		case req := <-called:
+			if req.Graceful {
+				t.Errorf("AfterCancel got %+v, want a forceful cancel", req)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the AfterCancel function never ran after the cancel")
 		}
 		if _, err := c.Cancel(ctx, running.ID); err != nil {
 			t.Errorf("second cancel of a running job: %v", err)
