@@ -145,6 +145,17 @@ type Sized struct {
 	// tier can meet it (resume time within the target, cheaper than hot).
 	TargetWait time.Duration
 	Tier       bool
+	// RefillTrust is how far the tier's refill counts on busy instances
+	// coming back (the controller's state, −1 to 2, used clamped to 0..1),
+	// and RefillHorizon the time within which returns count: a boot plus
+	// the trusted share of Keep.
+	RefillTrust   float64
+	RefillHorizon time.Duration
+	// Keep is the break-even time a surplus suspended instance is kept,
+	// and Drain how deep the pool is drawn within it (the surplus kept
+	// past it while RefillTrust is below 1).
+	Keep  time.Duration
+	Drain float64
 }
 
 func (Sized) isAction() {}

@@ -85,6 +85,12 @@ type ArrivalModel struct {
 	// WeekHot and DayHot are the same within the hot pool's horizon.
 	WeekHot []float64 `json:"week_hot"`
 	DayHot  []float64 `json:"day_hot"`
+	// WeekDrain and DayDrain are the upper quantile of how far the pool
+	// was drawn down (jobs arriving net of jobs ending) within the break-
+	// even time before each arrival, per slot (drain.go). A model saved
+	// without them learns them afresh.
+	WeekDrain []float64 `json:"week_drain,omitempty"`
+	DayDrain  []float64 `json:"day_drain,omitempty"`
 	// WeekSeen and DaySeen count how often each slot was observed.
 	WeekSeen []int `json:"week_seen"`
 	DaySeen  []int `json:"day_seen"`
@@ -106,8 +112,9 @@ func (m *ArrivalModel) MarshalJSON() ([]byte, error) {
 }
 
 // need is what a pool must cover: jobs within the tier's horizon (Tier) and
-// within the hot pool's (Hot).
-type need struct{ Tier, Hot float64 }
+// within the hot pool's (Hot); and how deep the pool is drawn within the
+// break-even time (Drain, drain.go).
+type need struct{ Tier, Hot, Drain float64 }
 
 // arrivals is the live model: the durable profile plus the slot being
 // counted now, the window of recent arrivals and releases, and the rates.
@@ -118,14 +125,16 @@ type arrivals struct {
 	// boot and resume times and the target (sizing.go).
 	tierH, hotH time.Duration
 	win         window
+	drain       drawdown
 
-	slotStart time.Time // start of the slot being counted; zero before the first arrival
-	slotCount int
-	tierNeeds []int32 // per arriving job of the slot, its count within tierH
-	hotNeeds  []int32
-	curN      int // slotCount when cur was computed
-	cur       need
-	prev      need // need of the last slot that ended
+	slotStart  time.Time // start of the slot being counted; zero before the first arrival
+	slotCount  int
+	tierNeeds  []int32 // per arriving job of the slot, its count within tierH
+	hotNeeds   []int32
+	drainNeeds []int32
+	curN       int // slotCount when cur was computed
+	cur        need
+	prev       need // need of the last slot that ended
 
 	// trust is how far the tier's refill counts on busy instances coming
 	// back, 0 to 1 when used (it runs from -1 to 2, refill.go); it is
@@ -146,10 +155,12 @@ func newArrivals() *arrivals {
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
 	a.m.WeekHot = make([]float64, slotsPerWeek)
+	a.m.WeekDrain = make([]float64, slotsPerWeek)
 	a.m.WeekSeen = make([]int, slotsPerWeek)
 	a.m.DayRate = make([]float64, dayKinds*slotsPerDay)
 	a.m.DayBurst = make([]float64, dayKinds*slotsPerDay)
 	a.m.DayHot = make([]float64, dayKinds*slotsPerDay)
+	a.m.DayDrain = make([]float64, dayKinds*slotsPerDay)
 	a.m.DaySeen = make([]int, dayKinds*slotsPerDay)
 	return a
 }
@@ -172,6 +183,10 @@ func (a *arrivals) load(m *ArrivalModel) {
 	copy(a.m.DayBurst, m.DayBurst)
 	copy(a.m.DayHot, m.DayHot)
 	copy(a.m.DaySeen, m.DaySeen)
+	if len(m.WeekDrain) == slotsPerWeek && len(m.DayDrain) == d {
+		copy(a.m.WeekDrain, m.WeekDrain)
+		copy(a.m.DayDrain, m.DayDrain)
+	}
 	a.loaded = true
 	a.snap = nil
 }
@@ -188,6 +203,7 @@ func (a *arrivals) snapshot() *ArrivalModel {
 		WeekHot: slices.Clone(a.m.WeekHot), WeekSeen: slices.Clone(a.m.WeekSeen),
 		DayRate: slices.Clone(a.m.DayRate), DayBurst: slices.Clone(a.m.DayBurst),
 		DayHot: slices.Clone(a.m.DayHot), DaySeen: slices.Clone(a.m.DaySeen),
+		WeekDrain: slices.Clone(a.m.WeekDrain), DayDrain: slices.Clone(a.m.DayDrain),
 	}
 	m.raw, _ = json.Marshal((*arrivalModelJSON)(&m)) // slices of numbers always encode
 	a.snap = &m
@@ -218,6 +234,12 @@ func (a *arrivals) setHorizons(tier, hot time.Duration) {
 	a.tierH, a.hotH = max(tier, 0), max(min(hot, tier), 0)
 }
 
+// slotQuantiles is the need of the slot being counted: the upper quantile
+// of each count its jobs took.
+func (a *arrivals) slotQuantiles() need {
+	return need{Tier: upperQuantile(a.tierNeeds), Hot: upperQuantile(a.hotNeeds), Drain: upperQuantile(a.drainNeeds)}
+}
+
 // current is the need of the slot being counted, once it has seen enough
 // arrivals. Recomputed as the slot grows by a tenth: exact enough for a
 // sizing decision, and it keeps a burst of arrivals O(1) each.
@@ -226,7 +248,7 @@ func (a *arrivals) current() need {
 		return need{}
 	}
 	if a.curN == 0 || a.slotCount > a.curN+a.curN/10 {
-		a.cur = need{Tier: upperQuantile(a.tierNeeds), Hot: upperQuantile(a.hotNeeds)}
+		a.cur = a.slotQuantiles()
 		a.curN = a.slotCount
 	}
 	return a.cur
@@ -258,16 +280,16 @@ func (a *arrivals) roll(now time.Time) {
 			break
 		}
 		a.curN = 0
-		nd := need{Tier: upperQuantile(a.tierNeeds), Hot: upperQuantile(a.hotNeeds)}
+		nd := a.slotQuantiles()
 		rate := float64(a.slotCount) / profileSlot.Seconds()
 		a.prev = nd
 		w := weekSlot(a.slotStart)
 		d := daySlot(w)
-		foldNeed(&a.m.WeekRate[w], &a.m.WeekBurst[w], &a.m.WeekHot[w], &a.m.WeekSeen[w], rate, nd)
-		foldNeed(&a.m.DayRate[d], &a.m.DayBurst[d], &a.m.DayHot[d], &a.m.DaySeen[d], rate, nd)
+		foldNeed(&a.m.WeekRate[w], &a.m.WeekBurst[w], &a.m.WeekHot[w], &a.m.WeekDrain[w], &a.m.WeekSeen[w], rate, nd)
+		foldNeed(&a.m.DayRate[d], &a.m.DayBurst[d], &a.m.DayHot[d], &a.m.DayDrain[d], &a.m.DaySeen[d], rate, nd)
 		a.slotStart = a.slotStart.Add(profileSlot)
 		a.slotCount = 0
-		a.tierNeeds, a.hotNeeds = a.tierNeeds[:0], a.hotNeeds[:0]
+		a.tierNeeds, a.hotNeeds, a.drainNeeds = a.tierNeeds[:0], a.hotNeeds[:0], a.drainNeeds[:0]
 		a.changed = true
 		a.folded = true
 		a.snap = nil
@@ -276,13 +298,14 @@ func (a *arrivals) roll(now time.Time) {
 
 // foldNeed folds a slot's need into a profile entry; an entry not seen yet
 // takes it as it is.
-func foldNeed(rate, tier, hot *float64, seen *int, r float64, nd need) {
+func foldNeed(rate, tier, hot, drain *float64, seen *int, r float64, nd need) {
 	if *seen == 0 {
-		*rate, *tier, *hot = r, nd.Tier, nd.Hot
+		*rate, *tier, *hot, *drain = r, nd.Tier, nd.Hot, nd.Drain
 	} else {
 		*rate += 0.5 * (r - *rate)
 		foldUpper(tier, nd.Tier)
 		foldUpper(hot, nd.Hot)
+		foldUpper(drain, nd.Drain)
 	}
 	*seen++
 }
@@ -310,6 +333,7 @@ func (a *arrivals) record(now time.Time, n int) {
 		a.win.add(now, 1)
 		a.tierNeeds = append(a.tierNeeds, horizonNeed(a.tierH, a.win.tierNet))
 		a.hotNeeds = append(a.hotNeeds, horizonNeed(a.hotH, a.win.hotNet))
+		a.drainNeeds = append(a.drainNeeds, a.drain.add(now, 1))
 	}
 	a.slotCount += n
 }
@@ -342,6 +366,7 @@ func (a *arrivals) release(now time.Time) {
 	a.releases += 1 / releaseTau.Seconds()
 	a.win.trim(now, a.tierH, a.hotH)
 	a.win.add(now, -1)
+	a.drain.add(now, -1)
 }
 
 // returning is how many busy instances are expected back within d, from the
@@ -358,6 +383,7 @@ type forecast struct {
 	Rate   float64 // arrivals per second, recent
 	Burst  float64 // jobs within the tier's horizon to cover
 	Hot    float64 // jobs within the hot pool's horizon to cover
+	Drain  float64 // how deep the pool is drawn within the break-even time
 	Source string
 }
 
@@ -376,7 +402,8 @@ func (a *arrivals) forecast(now time.Time, lead time.Duration) forecast {
 	if !a.stillBusy(weekSlot(now)) {
 		prev = need{}
 	}
-	f := forecast{Rate: a.recent, Burst: max(prev.Tier, cur.Tier), Hot: max(prev.Hot, cur.Hot), Source: "recent arrivals"}
+	f := forecast{Rate: a.recent, Burst: max(prev.Tier, cur.Tier), Hot: max(prev.Hot, cur.Hot),
+		Drain: max(prev.Drain, cur.Drain), Source: "recent arrivals"}
 	for t := now.Truncate(profileSlot); !t.After(now.Add(lead)); t = t.Add(profileSlot) {
 		nd, src, ok := a.profiled(weekSlot(t))
 		if !ok {
@@ -387,6 +414,7 @@ func (a *arrivals) forecast(now time.Time, lead time.Duration) forecast {
 		}
 		f.Burst = max(f.Burst, nd.Tier)
 		f.Hot = max(f.Hot, nd.Hot)
+		f.Drain = max(f.Drain, nd.Drain)
 	}
 	return f
 }
@@ -403,11 +431,14 @@ func (a *arrivals) profiled(w int) (need, string, bool) {
 	}
 	for k := -neighbourSlots; k <= neighbourSlots; k++ {
 		nb, _, okn := a.slotNeed((w + slotsPerWeek + k) % slotsPerWeek)
-		if k == 0 || !okn || (nb.Tier <= own.Tier && nb.Hot <= own.Hot) {
+		if k == 0 || !okn || (nb.Tier <= own.Tier && nb.Hot <= own.Hot && nb.Drain <= own.Drain) {
 			continue
 		}
-		own = need{Tier: max(own.Tier, nb.Tier), Hot: max(own.Hot, nb.Hot)}
-		src, ok = "neighbouring slots", true
+		if nb.Tier > own.Tier || nb.Hot > own.Hot || !ok {
+			src = "neighbouring slots" // the source of the pools' sizes
+		}
+		own = need{Tier: max(own.Tier, nb.Tier), Hot: max(own.Hot, nb.Hot), Drain: max(own.Drain, nb.Drain)}
+		ok = true
 	}
 	return own, src, ok
 }
@@ -443,31 +474,35 @@ func (a *arrivals) stillBusy(w int) bool {
 // active reports whether week slot w saw arrivals, on its weekday or (the
 // prior) on its kind of day.
 func (a *arrivals) active(w int) bool {
+	d := a.priorDay(w)
+	return a.m.WeekRate[w] > 0 || a.m.DayRate[d] > 0
+}
+
+// priorDay is the daily profile's index that stands as the prior for week
+// slot w: its kind of day's, or while that kind was not seen yet (the
+// first weekend) the other kind's: better a pool too many on the first
+// Saturday than a missed 02:00 build.
+func (a *arrivals) priorDay(w int) int {
 	d := daySlot(w)
 	if a.m.DaySeen[d] == 0 {
 		d = (d + slotsPerDay) % (dayKinds * slotsPerDay)
 	}
-	return a.m.WeekRate[w] > 0 || a.m.DayRate[d] > 0
+	return d
 }
 
 // slotNeed is one slot's need: the weekday profile blended with the daily
 // profile of its kind of day, which stands as the prior until the weekday
 // was seen a few times.
 func (a *arrivals) slotNeed(w int) (need, string, bool) {
-	d := daySlot(w)
-	if a.m.DaySeen[d] == 0 {
-		// A kind of day not seen yet (the first weekend) borrows the
-		// other kind's profile: better a pool too many on the first
-		// Saturday than a missed 02:00 build.
-		d = (d + slotsPerDay) % (dayKinds * slotsPerDay)
-	}
-	dn := need{Tier: a.m.DayBurst[d], Hot: a.m.DayHot[d]}
+	d := a.priorDay(w)
+	dn := need{Tier: a.m.DayBurst[d], Hot: a.m.DayHot[d], Drain: a.m.DayDrain[d]}
 	seen := min(a.m.WeekSeen[w], maxWeekWeight)
 	switch {
 	case seen > 0 && a.m.DaySeen[d] > 0:
 		k := float64(seen)
 		blend := func(wk, dy float64) float64 { return (k*wk + priorWeight*dy) / (k + priorWeight) }
-		return need{Tier: blend(a.m.WeekBurst[w], dn.Tier), Hot: blend(a.m.WeekHot[w], dn.Hot)}, "weekday profile", true
+		return need{Tier: blend(a.m.WeekBurst[w], dn.Tier), Hot: blend(a.m.WeekHot[w], dn.Hot),
+			Drain: blend(a.m.WeekDrain[w], dn.Drain)}, "weekday profile", true
 	case a.m.DaySeen[d] > 0:
 		return dn, "daily profile", true
 	}
@@ -524,7 +559,8 @@ func (a *arrivals) expectedJobs(now time.Time, d time.Duration) (int, bool) {
 	n := 0.0
 	for t := now.Truncate(profileSlot); t.Before(now.Add(d)); t = t.Add(profileSlot) {
 		w := weekSlot(t)
-		if a.m.DaySeen[daySlot(w)] == 0 {
+		d := a.priorDay(w)
+		if a.m.DaySeen[d] == 0 {
 			return 0, false
 		}
 		if !t.Equal(a.slotStart) {
@@ -538,35 +574,7 @@ func (a *arrivals) expectedJobs(now time.Time, d time.Duration) (int, bool) {
 				return 0, false
 			}
 		}
-		n += max(max(a.m.WeekRate[w], a.m.DayRate[daySlot(w)])*profileSlot.Seconds()-float64(a.slotCount), 0)
+		n += max(max(a.m.WeekRate[w], a.m.DayRate[d])*profileSlot.Seconds()-float64(a.slotCount), 0)
 	}
 	return int(math.Ceil(n)), true
-}
-
-// meanJobs is how many jobs the profile expects from now to now+d on
-// average (each slot's rate over its share of the span).
-func (a *arrivals) meanJobs(now time.Time, d time.Duration) int {
-	a.roll(now)
-	n := 0.0
-	end := now.Add(d)
-	for t := now.Truncate(profileSlot); t.Before(end); t = t.Add(profileSlot) {
-		w := weekSlot(t)
-		from, to := maxTime(t, now), minTime(t.Add(profileSlot), end)
-		n += max(a.m.WeekRate[w], a.m.DayRate[daySlot(w)]) * to.Sub(from).Seconds()
-	}
-	return int(n)
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -15,14 +15,14 @@ import (
 // model then forecasts. Times are "Mon-10:00[:05]" in the week of
 // `monday`, plus week=N weeks.
 //
-//	horizons tier=45s hot=0s       the horizons counted from now on
+//	horizons tier=45s hot=0s [keep=10m]  the horizons counted from now on (keep: the drawdown's)
 //	arrive at=Mon-10:00 n=40 [spread=30s] [week=N] [steady=1]  (steady: a job ends as each arrives)
 //	release at=Mon-10:04 n=40 [spread=30s] [week=N]
 //	forecast at=Tue-09:58 [lead=2m] [week=N]
 //	profile slot=Mon-10:00         the slot's weekday and daily profile, once it ended
 //	waits n=100 [missed=5]         n jobs' waits steer the refill trust (missed of them past the target, first)
 //	expect at=Tue-02:05 [within=10m] how many more jobs the profile expects (expectedJobs), if it can tell
-//	mean at=Tue-10:20 [within=10m]   how many jobs the profile expects on average (meanJobs)
+//	drain at=Tue-10:20 [within=10m]  how deep the pool is drawn within the break-even time (drainDepth)
 func TestForecastScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/forecast", func(t *testing.T, path string) {
 		a := newArrivals()
@@ -60,7 +60,15 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		keep, err := dur("keep", "10m")
+		if err != nil {
+			return "", err
+		}
 		a.setHorizons(tier, hot)
+		a.drain.setHorizon(keep)
+		if arg("keep", "") != "" {
+			return fmt.Sprintf("tier %s hot %s keep %s\n", a.tierH, a.hotH, a.drain.h), nil
+		}
 		return fmt.Sprintf("tier %s hot %s\n", a.tierH, a.hotH), nil
 	case "arrive", "release":
 		var n int
@@ -103,12 +111,12 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 			return fmt.Sprintf("%d more jobs expected within %s\n", n, within), nil
 		}
 		return "cannot tell\n", nil
-	case "mean":
+	case "drain":
 		within, err := dur("within", "10m")
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("%d jobs on average within %s\n", a.meanJobs(at, within), within), nil
+		return fmt.Sprintf("pool drawn %d deep within %s\n", a.drainDepth(at, within), within), nil
 	case "forecast":
 		lead, err := dur("lead", "2m")
 		if err != nil {
@@ -116,6 +124,13 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 		}
 		return a.forecast(at, lead).String() + "\n", nil
 	case "profile":
+		if arg("drain", "") != "" {
+			a.roll(at.Truncate(profileSlot).Add(profileSlot))
+			w := weekSlot(at)
+			nd, src, _ := a.profiled(w)
+			return fmt.Sprintf("week drain %.0f, day drain %.0f; pooled %.0f from %s\n",
+				a.m.WeekDrain[w], a.m.DayDrain[daySlot(w)], nd.Drain, src), nil
+		}
 		a.roll(at.Truncate(profileSlot).Add(profileSlot)) // the slot has ended
 		w := weekSlot(at)
 		ds := daySlot(w)

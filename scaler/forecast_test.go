@@ -31,6 +31,7 @@ func TestUpperQuantileIsJobWeighted(t *testing.T) {
 func TestArrivalModelSurvivesRestart(t *testing.T) {
 	s := New(Config{}, monday)
 	s.arr.setHorizons(time.Minute, 0)
+	s.arr.drain.setHorizon(10 * time.Minute)
 	s.arr.record(monday.Add(10*time.Hour), 120)
 	s.Advance(monday.Add(11 * time.Hour))
 	s.Tick()
@@ -50,8 +51,28 @@ func TestArrivalModelSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := r.arr.forecast(monday.Add(34*time.Hour-2*time.Minute), 2*time.Minute)
-	if f.Burst != 114 {
-		t.Fatalf("after restart the forecast for Tue 10:00 is %+v, want burst 114", f)
+	if f.Burst != 114 || f.Drain != 114 {
+		t.Fatalf("after restart the forecast for Tue 10:00 is %+v, want burst and drain 114", f)
+	}
+}
+
+// A model saved before the drawdown was learned (no drain slices) keeps
+// the rest and learns the drawdown afresh.
+func TestArrivalModelWithoutDrainLoads(t *testing.T) {
+	a := newArrivals()
+	a.setHorizons(time.Minute, 0)
+	a.record(monday.Add(10*time.Hour), 120)
+	a.roll(monday.Add(11 * time.Hour))
+	m := *a.snapshot()
+	m.WeekDrain, m.DayDrain, m.raw = nil, nil, nil
+	b := newArrivals()
+	b.load(&m)
+	if !b.learned() {
+		t.Fatal("a model without drain slices was refused")
+	}
+	f := b.forecast(monday.Add(34*time.Hour-2*time.Minute), 2*time.Minute)
+	if f.Burst != 114 || f.Drain != 0 {
+		t.Fatalf("forecast for Tue 10:00 from a model without drain is %+v, want burst 114, drain 0", f)
 	}
 }
 

@@ -68,6 +68,11 @@ func (s *Scaler) resize(p policy.Policy) {
 	}
 	z := s.sizing(p, f)
 	if z.Hot != s.sized.Hot || z.Suspended != s.sized.Suspended || z.Tier != s.sized.Tier {
+		// The refill's state goes with the decision, for its log line
+		// (computed only here: resize runs on every event).
+		z.RefillTrust, z.RefillHorizon = s.arr.trust, s.refillHorizon(p)
+		z.Keep = s.suspendedKeep(p)
+		z.Drain = float64(s.arr.drainDepth(s.now, z.Keep))
 		s.emit(z)
 	}
 	s.sized = z

@@ -384,8 +384,10 @@ func fmtAction(a scaler.Action) string {
 		}
 		return s
 	case scaler.Sized:
-		return fmt.Sprintf("> sized hot=%d suspended=%d tier=%v (rate=%.3f/s burst=%.0f from %s; boot %s, resume %s, target %s)",
-			a.Hot, a.Suspended, a.Tier, a.Rate, a.Burst, a.Source, a.BootTime, a.ResumeTime, a.TargetWait)
+		return fmt.Sprintf("> sized hot=%d suspended=%d tier=%v (rate=%.3f/s burst=%.0f from %s; boot %s, resume %s, target %s;"+
+			" refill trust %.3f within %s; keep %s, %.0f deep)",
+			a.Hot, a.Suspended, a.Tier, a.Rate, a.Burst, a.Source, a.BootTime, a.ResumeTime, a.TargetWait,
+			a.RefillTrust, a.RefillHorizon, a.Keep, a.Drain)
 	case scaler.InstanceReady:
 		return fmt.Sprintf("> ready %s after %s", a.ID, a.After)
 	}

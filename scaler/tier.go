@@ -141,14 +141,19 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 	// job comes for it within the break-even time. After a burst at a set
 	// time the profile can tell how many will: the rest goes at once.
 	// Elsewhere, while the refill does not fully trust returns (it boots
-	// to refill the tier), instances the profile's mean arrivals within
-	// the break-even time would use stay past it: each stands in for a
-	// boot. At full trust the returns refill the tier by themselves.
+	// to refill the tier), the instances down to the depth the traffic of
+	// this time draws the pool within the break-even time stay past it
+	// (drain.go): each stands in for a boot of the refill. The refill
+	// boots at most the tier's target after a drain, so no more than a
+	// second target's worth stands in for anything (a target that needs
+	// no tier, a boot within target_wait, keeps no depth). At full trust
+	// the returns refill the tier by themselves and the surplus goes.
 	if s.tierOn(p) && p.TargetWait > 0 && p.SuspendedIdleTime == 0 {
 		if n, ok := s.arr.expectedJobs(s.now, keep); ok {
 			expired = max(expired, s.pooled-max(s.poolTarget(p), n))
 		} else if s.arr.trust < 1 {
-			expired = min(expired, s.pooled-max(s.poolTarget(p), s.arr.meanJobs(s.now, keep)))
+			t := s.poolTarget(p)
+			expired = min(expired, s.pooled-max(t, min(s.arr.drainDepth(s.now, keep), 2*t)))
 		}
 	}
 	n := min(excess, expired, len(cands))
@@ -216,6 +221,7 @@ func (s *Scaler) setHorizons(p policy.Policy) {
 		return
 	}
 	s.arr.setHorizons(s.bootEst-p.TargetWait, s.resumeEst-p.TargetWait)
+	s.arr.drain.setHorizon(s.suspendedKeep(p))
 }
 
 // lead is how far ahead the forecast looks: a pool for a learned burst must
