@@ -434,7 +434,12 @@ func TestHAEtcdLostWhileLeading(t *testing.T) {
 	a := f.manager()
 	a.waitRole(30*time.Second, "leader")
 	running := a.submit("--", "echo begun; sleep 8; echo done")
-	waitFor(t, 2*time.Minute, "the job to run", func() bool { return a.job(running).State == api.JobRunning })
+	// Running in the queue means taken, perhaps before its instance was
+	// booted: wait for the script itself, so that no boot is in flight.
+	waitFor(t, 2*time.Minute, "the job's script to run", func() bool {
+		out, _, _ := a.berth("logs", running)
+		return a.job(running).State == api.JobRunning && strings.Contains(out, "begun")
+	})
 	callsBefore := a.providerCalls()
 
 	// An embedded member that stops keeps serving the streams already

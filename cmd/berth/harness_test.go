@@ -40,10 +40,12 @@ func TestMain(m *testing.M) {
 	}
 	os.Chmod(dir, 0o755) // the unprivileged test runs it as nobody
 	berthBin = filepath.Join(dir, "berth")
-	build := exec.Command("go", "build", "-o", berthBin, ".")
+	// berth-sandbox beside berth, as releases ship them: the daemons under
+	// test start their sandboxes from it, as a user's would.
+	build := exec.Command("go", "build", "-o", dir+"/", ".", "../berth-sandbox")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build berth for the end-to-end tests:", err)
+		fmt.Fprintln(os.Stderr, "build berth and berth-sandbox for the end-to-end tests:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
