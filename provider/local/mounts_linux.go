@@ -165,6 +165,10 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount proc: %w", err)
 	}
+	// Before any job can start, and through this procfs (quotas_linux.go).
+	if err := setUserQuotas(filepath.Join(proc, "sys", "user"), cfg.Slots); err != nil {
+		return err
+	}
 	if err := jobroot.MaskProc(proc, filepath.Join(root, "dev", "null")); err != nil {
 		return err
 	}

@@ -124,9 +124,6 @@ func runSandbox(log *slog.Logger) error {
 	if err := limitNoFile(); err != nil {
 		return err
 	}
-	if err := setUserQuotas(cfg.Slots); err != nil {
-		return err
-	}
 	// Nobody else may read this process's memory (it holds the host key)
 	// or its descriptors through /proc: jobs run as the same host uid, but
 	// without privileges in this user namespace.
