@@ -32,8 +32,10 @@ import (
 // checks nothing but that every job runs; the figures are for people (see
 // README.md, "Scale"). BERTH_SCALE_THROTTLE sets scale_throttle's limit and
 // burst (default 1000 instances per second, so that the throttle is not
-// what is measured). The berth binary is built static, as released
-// (BERTH_SCALE_CGO=1 for go build's default).
+// what is measured). BERTH_SCALE_WARM=1 boots every sandbox first (an
+// idle_count policy, as a warm pool keeps them) and measures from the
+// first submit on a fleet that is ready. The berth binary is built
+// static, as released (BERTH_SCALE_CGO=1 for go build's default).
 func TestScale(t *testing.T) {
 	spec := os.Getenv("BERTH_SCALE")
 	if spec == "" {
@@ -106,6 +108,11 @@ func scaleRun(t *testing.T, jobs, instances int) {
 	if v, err := strconv.Atoi(os.Getenv("BERTH_SCALE_THROTTLE")); err == nil && v > 0 {
 		throttle = v
 	}
+	warm := os.Getenv("BERTH_SCALE_WARM") == "1"
+	idleCount, idleTime := 0, "1m"
+	if warm {
+		idleCount, idleTime = instances*capacity, "1h"
+	}
 	d := newDaemon(t, fmt.Sprintf(`job_timeout = "1h"
 [autoscaler]
 max_instances = %d
@@ -115,9 +122,12 @@ instance_acquire_timeout = "10m"
 limit = %d
 burst = %d
 [[autoscaler.policy]]
-idle_count = 0
-idle_time = "1m"
-`, instances, capacity, throttle, throttle))
+idle_count = %d
+idle_time = %q
+`, instances, capacity, throttle, throttle, idleCount, idleTime))
+	if warm {
+		waitWarm(t, d, instances)
+	}
 	pid := d.cmd.Process.Pid
 	idle := sampleProc(t, pid)
 	t.Logf("idle berth: %s", idle)
@@ -371,4 +381,30 @@ func sandboxCost(d *daemon) (n int, private int64, cpuTicks int64) {
 		}
 	}
 	return n, private, cpuTicks
+}
+
+// waitWarm waits until instances sandboxes are ready, then a few seconds
+// more for the boots' own work (listings, disk walks) to settle, so that
+// the ramp measured after it is the jobs' alone.
+func waitWarm(t *testing.T, d *daemon, instances int) {
+	t0 := time.Now()
+	c := d.client()
+	for {
+		list, err := c.Instances(context.Background())
+		ready := 0
+		for _, in := range list {
+			if in.ReadyAt != nil {
+				ready++
+			}
+		}
+		if err == nil && ready >= instances {
+			t.Logf("WARM %d instances ready after %.1fs", ready, time.Since(t0).Seconds())
+			break
+		}
+		if time.Since(t0) > 10*time.Minute {
+			t.Fatalf("warm pool: %d of %d instances ready after 10m (last error: %v)", ready, instances, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Second)
 }
