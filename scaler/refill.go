@@ -58,7 +58,16 @@ func (a *arrivals) steer(missed bool) {
 }
 
 // refillHorizon is how far ahead busy instances count as the tier's refill.
+// Without target_wait nothing steers the trust (observeWait), so it would
+// stay at its initial half and count returns a quarter of an hour ahead: a
+// fixed tier set by hand was then rarely refilled by boots after a drain,
+// and jobs waited for returns (Travis p95 58 s, was 14 s). With no
+// controller the refill trusts no return beyond one boot, which comes no
+// later than the boot it would replace.
 func (s *Scaler) refillHorizon(p policy.Policy) time.Duration {
+	if p.TargetWait <= 0 {
+		return s.bootEst
+	}
 	return s.arr.refillHorizon(s.bootEst, s.suspendedKeep(p))
 }
 
