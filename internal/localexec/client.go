@@ -45,15 +45,9 @@ func Start(s Sender, req Request, stdin io.Reader, stdout, stderr io.Writer) (*C
 	if err != nil {
 		return nil, err
 	}
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	pair, pipe, err := commandFDs()
 	if err != nil {
-		return nil, fmt.Errorf("command socket pair: %w", err)
-	}
-	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		unix.Close(pair[0])
-		unix.Close(pair[1])
-		return nil, fmt.Errorf("stdin pipe: %w", err)
+		return nil, err
 	}
 	err = s.SendExec(msg, []int{pair[1], pipe[0]})
 	// The sandbox has its own copies now (or none, on error).

@@ -131,6 +131,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	}
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
 		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax)
+	checkPidMax(p.log)
 	p.cleanLeftovers()
 	p.sandboxBin = findSandboxBinary(ctx, p.log, sandboxBinaryDir())
 	if err := p.probe(ctx); err != nil {
