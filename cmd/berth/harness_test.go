@@ -278,7 +278,11 @@ func removeSandboxes(t *testing.T, stateDir string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := p.Init(ctx, provider.Settings{StateDir: stateDir}); err != nil {
-		t.Logf("cleanup: init local provider on %s: %v", stateDir, err)
+		// Init runs a probe sandbox, which can time out on a machine still
+		// loaded by thousands of sandboxes: kill them directly instead of
+		// leaving them running.
+		n := killSandboxes(stateDir)
+		t.Logf("cleanup: init local provider on %s: %v; killed %d sandbox processes instead", stateDir, err, n)
 		return
 	}
 	var ids []string
@@ -288,6 +292,18 @@ func removeSandboxes(t *testing.T, stateDir string) {
 			t.Logf("cleanup: delete sandboxes %v: %v", ids, err)
 		}
 	}
+}
+
+// killSandboxes sends SIGKILL to every sandbox process under the provider
+// state directory (their PID 1s drop SIGTERM) and returns how many.
+func killSandboxes(stateDir string) int {
+	killed := 0
+	for pid := range sandboxtest.Processes(filepath.Dir(filepath.Dir(stateDir))) {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	return killed
 }
 
 // sandboxDirs lists the instance directories the local provider keeps.
