@@ -119,12 +119,14 @@ func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
 	return out
 }
 
-// loadSeccomp sets no_new_privs and installs the sandbox's seccomp filter on
-// every thread of the calling process; every process started afterwards
+// loadSeccomp sets no_new_privs and installs the sandbox's seccomp filter,
+// with allThreads on every thread of the calling process (TSYNC),
+// otherwise on the calling thread only (the caller must keep its goroutine
+// locked to it); every process started afterwards from a filtered thread
 // inherits both. System calls of another ABI than the native one (32-bit
-// calls on x86-64, for example) kill the process: the filter could not tell
-// their numbers apart.
-func loadSeccomp() error {
+// calls on x86-64, for example) kill the process: the filter could not
+// tell their numbers apart.
+func loadSeccomp(allThreads bool) error {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return fmt.Errorf("seccomp: %w", err)
@@ -160,14 +162,39 @@ func loadSeccomp() error {
 	for i, r := range raw {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
-	// TSYNC applies the filter, and no_new_privs, to every thread of the
-	// Go runtime at once.
-	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
-		return fmt.Errorf("install seccomp filter: %w", errno)
+	if err := installFilter(filter, allThreads); err != nil {
+		return fmt.Errorf("install seccomp filter: %w", err)
+	}
+	return nil
+}
+
+// sealSeccomp gives every thread of the process the filter of the calling
+// thread (and its no_new_privs) by installing, with TSYNC, a filter that
+// allows everything on top of it.
+func sealSeccomp() error {
+	allow := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: uint32(seccomp.ActionAllow)}}
+	return installFilter(allow, true)
+}
+
+// installFilter installs filter on the calling thread, or with allThreads
+// on every thread at once. TSYNC fails, with the ID of the thread as the
+// result rather than an errno, when a thread holds a filter the caller
+// does not.
+func installFilter(filter []unix.SockFilter, allThreads bool) error {
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	flags := uintptr(0)
+	if allThreads {
+		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
+	}
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return errno
+	}
+	if r != 0 {
+		return fmt.Errorf("thread %d holds a filter the calling thread does not", r)
 	}
 	return nil
 }
