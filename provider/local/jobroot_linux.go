@@ -139,7 +139,9 @@ func startLauncher(cfg sandboxConfig) (*os.File, error) {
 		note = `this local instance has network = "isolated" and cannot reach registries itself: run the job through berth, which pulls images on the host into the instance's cache (Provider.ImageCache), or set network = "host" in [autoscaler.provider_config]`
 	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-launcher", cfg.ID}, &os.ProcAttr{
-		Env:   []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		// GOMAXPROCS as PID 1's: the launcher only starts runners, which
+		// get the session's environment, not this one.
+		Env:   []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, "GOMAXPROCS=" + sandboxGOMAXPROCS, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Files: []*os.File{null, os.Stderr, os.Stderr, theirs, cache},
 		Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS},
 	})

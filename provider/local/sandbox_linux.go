@@ -39,6 +39,13 @@ const (
 	// execFD (11) is berth's exec socket, see localexec_linux.go.
 )
 
+// sandboxGOMAXPROCS is the GOMAXPROCS of a sandbox's PID 1. One P is
+// enough for a process that mostly waits and relays output (measured with
+// ten output-heavy jobs over both transports, TestRelayThroughput), and
+// each idle P beyond it costs a booting sandbox CPU in the scheduler and
+// threads that every later pivot_root on the host walks (issue 23).
+var sandboxGOMAXPROCS = "1"
+
 // RunSandboxIfRequested turns the process into a sandbox when it was started
 // by this package, and never returns in that case; otherwise it returns at
 // once. Call it first thing in main and in every TestMain of a package whose
