@@ -287,7 +287,11 @@ func (s *sshd) startRunner(ch cmdIO, _, env []string) (int, <-chan unix.WaitStat
 	if s.launcher == nil {
 		return 0, nil, errors.New("this sandbox has no image launcher")
 	}
+	// Not while a recycle kills every process: it spares the launcher
+	// only once launcherPID names it.
+	s.recycling.Lock()
 	launcherSock, err := s.launcher.socket()
+	s.recycling.Unlock()
 	if err != nil {
 		return 0, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/berth-ci/berth/executor"
@@ -55,21 +56,29 @@ func TestImageLauncherStartsForTheFirstImageJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Two image jobs at once, one per transport: one launcher starts.
+	var wg sync.WaitGroup
 	for name, ci := range transports(t, ci) {
-		var r executor.Runner
-		var out logBuf
-		code, err := r.RunInImage(context.Background(), ci, executor.Command{Output: &out,
-			Script: `cat /etc/os-release; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status`},
-			executor.ImageJob{Name: ref, Settings: jobroot.Settings{Insecure: []string{host}}})
-		if err != nil || code != 0 {
-			t.Fatalf("image job over %s after a plain one: exit %d, %v\n%s", name, code, err, out.String())
-		}
-		for _, want := range []string{"NAME=berth-test-image", "NoNewPrivs:\t1", "Seccomp:\t2"} {
-			if !strings.Contains(out.String(), want) {
-				t.Errorf("image job over %s: output lacks %q:\n%s", name, want, out.String())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r executor.Runner
+			var out logBuf
+			code, err := r.RunInImage(context.Background(), ci, executor.Command{Output: &out,
+				Script: `cat /etc/os-release; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status`},
+				executor.ImageJob{Name: ref, Settings: jobroot.Settings{Insecure: []string{host}}})
+			if err != nil || code != 0 {
+				t.Errorf("image job over %s after a plain one: exit %d, %v\n%s", name, code, err, out.String())
+				return
 			}
-		}
+			for _, want := range []string{"NAME=berth-test-image", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("image job over %s: output lacks %q:\n%s", name, want, out.String())
+				}
+			}
+		}()
 	}
+	wg.Wait()
 
 	launchers := 0
 	for _, kid := range children(t, pid1) {
@@ -78,7 +87,7 @@ func TestImageLauncherStartsForTheFirstImageJob(t *testing.T) {
 		}
 	}
 	if launchers != 1 {
-		t.Errorf("PID 1 has %d image launchers after two image jobs, want 1", launchers)
+		t.Errorf("PID 1 has %d image launchers after two image jobs at once, want 1", launchers)
 	}
 	for tid, mode := range threadSeccomp(t, pid1) {
 		if mode != "2" {
