@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"unsafe"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
-	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +17,7 @@ import (
 // kernel itself (modules, kexec, bpf, perf, keyrings, reboot, swap, syslog,
 // acct) and from the clock. io_uring is denied as container runtimes deny
 // it: a large kernel surface that programs fall back from. Names the running architecture does not have
-// are skipped.
+// are skipped (nativeSyscalls has the numbers, seccomptable_*.go).
 var deniedSyscalls = []string{
 	"mount", "umount", "umount2", "pivot_root",
 	"open_tree", "open_tree_attr", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
@@ -82,20 +80,20 @@ type argCond struct {
 // assembleRules turns rules into BPF that returns at the first match and
 // falls through otherwise. Rules whose system call this architecture does
 // not have are skipped.
-func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
+func assembleRules(table sysTable, rules []argRule) []bpf.Instruction {
 	lo := uint32(0) // offset of an argument's low half within its 8 bytes
 	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
 		lo = 4
 	}
 	var out []bpf.Instruction
 	for _, r := range rules {
-		nr, ok := info.SyscallNames[r.name]
+		nr, ok := table.numbers[r.name]
 		if !ok {
 			continue
 		}
 		block := []bpf.Instruction{
 			bpf.LoadAbsolute{Off: 0, Size: 4}, // seccomp_data.nr
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr)},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr},
 		}
 		for _, c := range r.conds {
 			cond := bpf.JumpNotEqual
@@ -106,7 +104,7 @@ func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
 				bpf.LoadAbsolute{Off: 16 + 8*c.arg + lo, Size: 4}, // seccomp_data.args[c.arg]
 				bpf.JumpIf{Cond: cond, Val: c.val})
 		}
-		block = append(block, bpf.RetConstant{Val: uint32(seccomp.ActionErrno) | uint32(r.errno)})
+		block = append(block, bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(r.errno)})
 		// Every jump leaves the block when its test fails.
 		for i, in := range block {
 			if j, ok := in.(bpf.JumpIf); ok {
@@ -119,6 +117,55 @@ func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
 	return out
 }
 
+// sysTable is what the filter needs to know of the running architecture:
+// its audit architecture, whether the x32 ABI shares it (numbers with
+// x32Bit set), and the numbers of the system calls the filter names.
+type sysTable struct {
+	auditArch uint32
+	x32       bool
+	numbers   map[string]uint32
+}
+
+// x32Bit marks system calls of the x32 ABI, which x86-64 kernels accept
+// under x86-64's audit architecture.
+const x32Bit = 0x40000000
+
+// sandboxFilter is the sandbox's seccomp program for table's
+// architecture. seccomp_data holds the system call number at offset 0 and
+// the audit architecture at offset 4.
+func sandboxFilter(table sysTable) []bpf.Instruction {
+	prog := []bpf.Instruction{
+		// Another ABI's numbers mean other calls: kill.
+		bpf.LoadAbsolute{Off: 4, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: table.auditArch, SkipTrue: 1},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS},
+	}
+	if table.x32 {
+		// x32 calls would pass every check below under numbers of their
+		// own; programs fall back from ENOSYS.
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: 0, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32Bit, SkipFalse: 1},
+			bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)})
+	}
+	prog = append(prog, assembleRules(table, argumentRules())...)
+	var denied []uint32
+	for _, name := range deniedSyscalls {
+		if nr, ok := table.numbers[name]; ok {
+			denied = append(denied, nr)
+		}
+	}
+	// One comparison per denied call, each jumping to the EPERM at the
+	// end (BPF jumps reach 255 instructions ahead).
+	prog = append(prog, bpf.LoadAbsolute{Off: 0, Size: 4})
+	for i, nr := range denied {
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipTrue: uint8(len(denied) - i)})
+	}
+	return append(prog,
+		bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)})
+}
+
 // loadSeccomp sets no_new_privs and installs the sandbox's seccomp filter,
 // with allThreads on every thread of the calling process (TSYNC),
 // otherwise on the calling thread only (the caller must keep its goroutine
@@ -127,34 +174,11 @@ func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
 // calls on x86-64, for example) kill the process: the filter could not
 // tell their numbers apart.
 func loadSeccomp(allThreads bool) error {
-	info, err := arch.GetInfo("")
+	table, err := nativeSyscalls()
 	if err != nil {
 		return fmt.Errorf("seccomp: %w", err)
 	}
-	var names []string
-	for _, n := range deniedSyscalls {
-		if _, ok := info.SyscallNames[n]; ok {
-			names = append(names, n)
-		}
-	}
-	policy := seccomp.Policy{
-		DefaultAction: seccomp.ActionAllow,
-		Syscalls:      []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: names}},
-	}
-	insts, err := policy.Assemble()
-	if err != nil {
-		return fmt.Errorf("seccomp: assemble filter: %w", err)
-	}
-	// The library lets foreign architectures through to the default
-	// action (allow); check the architecture first and kill otherwise.
-	// seccomp_data.arch is at offset 4.
-	guard := []bpf.Instruction{
-		bpf.LoadAbsolute{Off: 4, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
-		bpf.RetConstant{Val: uint32(seccomp.ActionKillProcess)},
-	}
-	guard = append(guard, assembleRules(info, argumentRules())...)
-	raw, err := bpf.Assemble(append(guard, insts...))
+	raw, err := bpf.Assemble(sandboxFilter(table))
 	if err != nil {
 		return fmt.Errorf("seccomp: assemble BPF: %w", err)
 	}
@@ -175,7 +199,7 @@ func loadSeccomp(allThreads bool) error {
 // thread (and its no_new_privs) by installing, with TSYNC, a filter that
 // allows everything on top of it.
 func sealSeccomp() error {
-	allow := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: uint32(seccomp.ActionAllow)}}
+	allow := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}}
 	return installFilter(allow, true)
 }
 
