@@ -94,6 +94,10 @@ func TestImageLauncherStartsForTheFirstImageJob(t *testing.T) {
 			t.Errorf("PID 1's thread %s after an image job: seccomp mode %s, want 2 (sealed)", tid, mode)
 		}
 	}
+	// The sandbox's filter with the seal's allow-all one on top.
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid1)); err != nil || !strings.Contains(string(b), "Seccomp_filters:\t2\n") {
+		t.Errorf("PID 1 after an image job: want Seccomp_filters 2 in its status (%v):\n%s", err, b)
+	}
 	plainJobIsFiltered("after an image job")
 }
 
