@@ -39,7 +39,8 @@ const (
 	// execFD (11) is berth's exec socket, see localexec_linux.go.
 )
 
-// sandboxGOMAXPROCS is the GOMAXPROCS of a sandbox's PID 1. One P is
+// sandboxGOMAXPROCS is the GOMAXPROCS of a sandbox's PID 1 and of its
+// image launcher. One P is
 // enough for a process that mostly waits and relays output (measured with
 // ten output-heavy jobs over both transports, TestRelayThroughput), and
 // each idle P beyond it costs a booting sandbox CPU in the scheduler and
