@@ -250,27 +250,53 @@ type jobDir struct {
 	lock *os.File
 }
 
+// newJobDir makes a job's directory under parent. Its lock file comes
+// first and is locked before the directory exists: another runner's sweep
+// removes a directory whose lock it can take, so a directory made before
+// its lock was held could vanish under a live job.
 func newJobDir(parent string) (*jobDir, error) {
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return nil, err
 	}
 	sweepJobDirs(parent)
-	p, err := os.MkdirTemp(parent, "job-")
+	lock, err := lockedJobFile(parent)
 	if err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(p+".lock", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		os.RemoveAll(p)
+	p := strings.TrimSuffix(lock.Name(), ".lock")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		os.Remove(lock.Name())
+		lock.Close()
 		return nil, err
 	}
-	unix.Flock(int(lock.Fd()), unix.LOCK_EX)
 	for _, d := range []string{"upper", "work", "root"} {
 		if err := os.Mkdir(filepath.Join(p, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
 	return &jobDir{path: p, lock: lock}, nil
+}
+
+// lockedJobFile creates a new job-*.lock file under parent and locks it.
+// A sweep may take and remove the file between the two; then it makes
+// another.
+func lockedJobFile(parent string) (*os.File, error) {
+	for {
+		lock, err := os.CreateTemp(parent, "job-*.lock")
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+			lock.Close()
+			return nil, err
+		}
+		held, err1 := lock.Stat()
+		named, err2 := os.Stat(lock.Name())
+		if err1 == nil && err2 == nil && os.SameFile(held, named) {
+			return lock, nil
+		}
+		lock.Close() // swept before we held it
+	}
 }
 
 func (j *jobDir) remove() {

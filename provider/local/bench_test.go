@@ -176,11 +176,12 @@ func scaleRun(t *testing.T, n int) {
 	for _, id := range ids {
 		boot += instanceCPU(readMeta(t, dir, id))
 	}
-	var rss, pss []int
+	var rss, pss, threads []int
 	for _, id := range ids {
 		m := readMeta(t, dir, id)
 		rss = append(rss, procKB(m.PID, "status", "VmRSS:"))
 		pss = append(pss, procKB(m.PID, "smaps_rollup", "Pss:"))
+		threads = append(threads, sandboxThreads(m))
 	}
 	del := time.Now()
 	if _, err := p.Decrease(ctx, ids); err != nil {
@@ -192,7 +193,7 @@ func scaleRun(t *testing.T, n int) {
 		float64(allRunning.Milliseconds())/float64(n), deleted.Round(time.Millisecond))
 	t.Logf("CPU per instance: %.1f ms in the sandbox's processes until serving SSH, %.1f ms after one command (utime+stime, children included), %.1f ms in this process for Increase and the listings",
 		float64(booted.Microseconds())/1000/float64(n), float64(boot.Microseconds())/1000/float64(n), float64(selfUsed.Microseconds())/1000/float64(n))
-	t.Logf("idle sandbox memory: RSS median %d KiB (max %d), PSS median %d KiB", median(rss), maxOf(rss), median(pss))
+	t.Logf("idle sandbox memory: RSS median %d KiB (max %d), PSS median %d KiB; host threads per idle sandbox median %d (max %d)", median(rss), maxOf(rss), median(pss), median(threads), maxOf(threads))
 	if left, _ := filepath.Glob(filepath.Join(dir, "local", "instances", "*")); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
@@ -220,6 +221,19 @@ func instanceCPU(m instanceMeta) time.Duration {
 		}
 	}
 	return treeCPU(m.PID)
+}
+
+// sandboxThreads counts the host threads of an instance: those of its
+// cgroup when it has one, else PID 1's. Each costs every later
+// pivot_root on the host a step (issue 23).
+func sandboxThreads(m instanceMeta) int {
+	if m.Cgroup != "" {
+		if b, err := os.ReadFile(filepath.Join(m.Cgroup, "cgroup.threads")); err == nil {
+			return strings.Count(string(b), "\n")
+		}
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", m.PID))
+	return len(tasks)
 }
 
 // treeCPU is the CPU time (utime+stime, reaped children included) of pid

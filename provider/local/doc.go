@@ -39,10 +39,14 @@
 // the path and the key to change.
 //
 // PID 1 sets this up, makes itself non-dumpable, ignores the signals that
-// would end it, sets no_new_privs and installs a seccomp filter (see
-// deniedSyscalls: the mount family, ptrace, open_by_handle_at, kexec,
-// modules, clock, keyring, bpf, perf, userfaultfd and more; system calls of
-// a foreign ABI kill the caller). Every command then starts in a user
+// would end it, and starts every command from one thread of its own that
+// has no_new_privs and a seccomp filter (see deniedSyscalls: the mount
+// family, ptrace, open_by_handle_at, kexec, modules, clock, keyring, bpf,
+// perf, userfaultfd and more; system calls of a foreign ABI kill the
+// caller), which every command inherits. PID 1's other threads get the
+// filter too (TSYNC) once it has started the image launcher, for the
+// sandbox's first image job (jobroot_linux.go, spawner_linux.go); a sandbox
+// that never runs one has no launcher. Every command then starts in a user
 // namespace nested in the sandbox's, with its own mount, UTS and IPC
 // namespaces: the kernel locks every mount copied into a namespace owned by
 // a less privileged user namespace, so even root in a job cannot unmount,

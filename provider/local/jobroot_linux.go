@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,18 +23,22 @@ import (
 // Jobs in images get the sandbox's own seccomp filter and no_new_privs
 // before their command starts, so they end up under the same restrictions
 // as plain jobs.
-func init() { jobroot.Harden = loadSeccomp }
+func init() { jobroot.Harden = func() error { return loadSeccomp(true) } }
 
 // Jobs in images need mounts (an overlay root per job), which the sandbox's
-// seccomp filter denies to PID 1 and everything it starts. So before PID 1
-// loads the filter it starts the launcher: a copy of itself, in a mount
-// namespace of its own, that holds the instance's image cache and starts
-// berth's job runner (package jobroot) for the SSH sessions that ask for
-// it. The runner builds the job's root and applies the same filter to the
-// job before its command runs. The launcher is reachable only through a
-// socket pair PID 1 holds; jobs cannot reach it, its memory (not dumpable,
-// ptrace denied) or the image cache (mounted in the launcher's namespace
-// only), and recycling spares it.
+// seccomp filter denies to everything PID 1 starts. So for the sandbox's
+// first image job PID 1 starts the launcher from one of its own threads,
+// which the filter does not cover yet (only the spawner's thread has it,
+// spawner_linux.go), and then seals itself: every thread of PID 1 gets the
+// filter. The launcher is a copy of PID 1's binary, in a mount namespace of
+// its own, that holds the instance's image cache and starts berth's job
+// runner (package jobroot) for the sessions that ask for it. The runner
+// builds the job's root and applies the same filter to the job before its
+// command runs. The launcher is reachable only through a socket pair PID 1
+// holds; jobs cannot reach it, its memory (not dumpable, ptrace denied) or
+// the image cache (mounted in the launcher's namespace only), and
+// recycling spares it. Only the image session path (isRunnerCommand, over
+// SSH or local exec, both authenticated as berth) starts it.
 const (
 	// imagesDir is the instance's image cache directory.
 	imagesDir = "images"
@@ -57,20 +62,71 @@ var instanceDirs = []string{diskDir, tmpDir, imagesDir}
 // launcherPID is the sandbox's launcher, spared by recycle; 0 when none.
 var launcherPID atomic.Int32
 
-// launcherSock is PID 1's end of the socket pair to the launcher.
-var launcherSock *os.File
+// imageLauncher starts the launcher on first use, once.
+type imageLauncher struct {
+	cfg   sandboxConfig
+	spawn *spawner
 
-// startLauncher starts the launcher; PID 1 calls it before loading seccomp.
-func startLauncher(cfg sandboxConfig) error {
+	mu      sync.Mutex
+	started bool     // tried, whatever the outcome: never again
+	sock    *os.File // PID 1's end of the socket pair; nil when it failed
+	err     error
+}
+
+// socket returns the socket to the launcher, starting it and sealing PID 1
+// the first time. Concurrent callers wait for the one that starts it.
+func (l *imageLauncher) socket() (*os.File, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started {
+		return l.sock, l.err
+	}
+	l.started = true
+	sock, err := startLauncher(l.cfg)
+	// Sealed whatever happened: from now on nothing in the sandbox needs
+	// an unfiltered thread.
+	if serr := l.spawn.seal(); serr != nil {
+		if sock != nil {
+			unix.Kill(int(launcherPID.Load()), unix.SIGKILL)
+			launcherPID.Store(0)
+			sock.Close()
+		}
+		sock, err = nil, serr
+	}
+	l.sock, l.err = sock, err
+	return sock, err
+}
+
+// usable says whether image jobs may work: false once starting the
+// launcher failed.
+func (l *imageLauncher) usable() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.started || l.sock != nil
+}
+
+// startLauncher starts the launcher from a thread the sandbox's seccomp
+// filter does not cover (it needs the mount calls) and returns PID 1's end
+// of its socket pair.
+func startLauncher(cfg sandboxConfig) (*os.File, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil || mode != 0 {
+		return nil, fmt.Errorf("start the image launcher: PID 1's thread is already under seccomp (mode %d, %v)", mode, err)
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("launcher socket pair: %w", err)
+		return nil, fmt.Errorf("launcher socket pair: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "launcher"), os.NewFile(uintptr(fds[1]), "launcher-child")
 	defer theirs.Close()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
-		return err
+		ours.Close()
+		return nil, err
 	}
 	defer null.Close()
 	cache := os.NewFile(imagesFD, "images")
@@ -83,18 +139,19 @@ func startLauncher(cfg sandboxConfig) error {
 		note = `this local instance has network = "isolated" and cannot reach registries itself: run the job through berth, which pulls images on the host into the instance's cache (Provider.ImageCache), or set network = "host" in [autoscaler.provider_config]`
 	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-launcher", cfg.ID}, &os.ProcAttr{
-		Env:   []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		// GOMAXPROCS as PID 1's: the launcher only starts runners, which
+		// get the session's environment, not this one.
+		Env:   []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, "GOMAXPROCS=" + sandboxGOMAXPROCS, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Files: []*os.File{null, os.Stderr, os.Stderr, theirs, cache},
 		Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS},
 	})
 	if err != nil {
 		ours.Close()
-		return fmt.Errorf("start the image launcher: %w", err)
+		return nil, fmt.Errorf("start the image launcher: %w", err)
 	}
 	launcherPID.Store(int32(p.Pid))
 	p.Release()
-	launcherSock = ours
-	return nil
+	return ours, nil
 }
 
 // runLauncherIfRequested runs the launcher when this process is one.
@@ -227,8 +284,16 @@ func isRunnerCommand(argv []string) bool {
 // startRunner has the launcher start the job runner with the channel as
 // its stdio; it stands in for sshd.start.
 func (s *sshd) startRunner(ch cmdIO, _, env []string) (int, <-chan unix.WaitStatus, error) {
-	if launcherSock == nil {
+	if s.launcher == nil {
 		return 0, nil, errors.New("this sandbox has no image launcher")
+	}
+	// Not while a recycle kills every process: it spares the launcher
+	// only once launcherPID names it.
+	s.recycling.Lock()
+	launcherSock, err := s.launcher.socket()
+	s.recycling.Unlock()
+	if err != nil {
+		return 0, nil, err
 	}
 	stdio, local, err := channelPipes(ch)
 	if err != nil {

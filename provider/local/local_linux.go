@@ -398,7 +398,7 @@ func (p *Provider) command(dir string, ln *os.File, cgroup string, sc sandboxCon
 	cmd.Args = []string{"berth-sandbox", sc.ID}
 	// A clean environment: berth's own (possibly secrets) must not leak
 	// into the instances.
-	cmd.Env = []string{sandboxEnv + "=" + dir, "GOMAXPROCS=2", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Env = []string{sandboxEnv + "=" + dir, "GOMAXPROCS=" + sandboxGOMAXPROCS, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	if v, ok := os.LookupEnv("GORACE"); ok {
 		cmd.Env = append(cmd.Env, "GORACE="+v)
 	}

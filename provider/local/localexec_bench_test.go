@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/provider"
+	"github.com/berth-ci/berth/provider/local"
 )
 
 // TestLocalExecFootprint compares the two ways the executor reaches a
@@ -26,10 +27,15 @@ import (
 // jobs run at once. A measurement, not a check:
 //
 //	BERTH_LOCAL_EXEC_SCALE=100 go test ./provider/local -run 'TestLocalExecFootprint$' -v
+//
+// BERTH_LOCAL_EXEC_GOMAXPROCS=N gives the sandboxes another GOMAXPROCS.
 func TestLocalExecFootprint(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BERTH_LOCAL_EXEC_SCALE"))
 	if n <= 0 {
 		t.Skip("set BERTH_LOCAL_EXEC_SCALE=N to measure with N sandboxes")
+	}
+	if v := os.Getenv("BERTH_LOCAL_EXEC_GOMAXPROCS"); v != "" {
+		defer local.UseSandboxGOMAXPROCS(v)() // to compare with the default
 	}
 	dir := t.TempDir()
 	p := newGroup(t, dir, "")

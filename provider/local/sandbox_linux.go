@@ -39,6 +39,14 @@ const (
 	// execFD (11) is berth's exec socket, see localexec_linux.go.
 )
 
+// sandboxGOMAXPROCS is the GOMAXPROCS of a sandbox's PID 1 and of its
+// image launcher. One P is
+// enough for a process that mostly waits and relays output (measured with
+// ten output-heavy jobs over both transports, TestRelayThroughput), and
+// each idle P beyond it costs a booting sandbox CPU in the scheduler and
+// threads that every later pivot_root on the host walks (issue 23).
+var sandboxGOMAXPROCS = "1"
+
 // RunSandboxIfRequested turns the process into a sandbox when it was started
 // by this package, and never returns in that case; otherwise it returns at
 // once. Call it first thing in main and in every TestMain of a package whose
@@ -176,15 +184,14 @@ func runSandbox(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if !cfg.Probe {
-		if err := startLauncher(cfg); err != nil {
-			return err
-		}
-	}
-	if err := loadSeccomp(); err != nil {
+	// From here on PID 1 starts processes only from the spawner's thread,
+	// which carries the seccomp filter; the image launcher starts later,
+	// for the first image job, if any (jobroot_linux.go).
+	spawn, err := newSpawner()
+	if err != nil {
 		return err
 	}
-	r := newReaper()
+	r := newReaper(spawn)
 	go r.run()
 	if cfg.Probe {
 		return probeCommand(r, jobs)
@@ -200,7 +207,8 @@ func runSandbox(log *slog.Logger) error {
 	if err := limitProcs(cfg.NProc); err != nil {
 		return err
 	}
-	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs}
+	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs,
+		launcher: &imageLauncher{cfg: cfg, spawn: spawn}}
 	if cfg.DiskMax > 0 {
 		w := &diskWatch{limit: cfg.DiskMax, dirs: diskDirs, log: log, host: diskHost,
 			over: func(used int64) { s.diskOver(used, cfg.DiskMax) }}
@@ -287,10 +295,11 @@ type reaper struct {
 	mu      sync.Mutex
 	waiters map[int]chan unix.WaitStatus
 	sig     chan os.Signal
+	spawn   *spawner // starts every process, under the seccomp filter
 }
 
-func newReaper() *reaper {
-	r := &reaper{waiters: map[int]chan unix.WaitStatus{}, sig: make(chan os.Signal, 1)}
+func newReaper(spawn *spawner) *reaper {
+	r := &reaper{waiters: map[int]chan unix.WaitStatus{}, sig: make(chan os.Signal, 1), spawn: spawn}
 	signal.Notify(r.sig, syscall.SIGCHLD)
 	return r
 }
@@ -317,11 +326,14 @@ func (r *reaper) reap() {
 	}
 }
 
-// start starts a process and registers it before the reaper can see it exit.
+// start starts a process from the spawner's thread, so that it inherits the
+// seccomp filter, and registers it before the reaper can see it exit.
 func (r *reaper) start(argv0 string, argv []string, attr *os.ProcAttr) (int, <-chan unix.WaitStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p, err := os.StartProcess(argv0, argv, attr)
+	var p *os.Process
+	var err error
+	r.spawn.do(func() { p, err = os.StartProcess(argv0, argv, attr) })
 	if err != nil {
 		return 0, nil, err
 	}

@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"unsafe"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
-	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +17,7 @@ import (
 // kernel itself (modules, kexec, bpf, perf, keyrings, reboot, swap, syslog,
 // acct) and from the clock. io_uring is denied as container runtimes deny
 // it: a large kernel surface that programs fall back from. Names the running architecture does not have
-// are skipped.
+// are skipped (nativeSyscalls has the numbers, seccomptable_*.go).
 var deniedSyscalls = []string{
 	"mount", "umount", "umount2", "pivot_root",
 	"open_tree", "open_tree_attr", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
@@ -82,20 +80,20 @@ type argCond struct {
 // assembleRules turns rules into BPF that returns at the first match and
 // falls through otherwise. Rules whose system call this architecture does
 // not have are skipped.
-func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
+func assembleRules(table sysTable, rules []argRule) []bpf.Instruction {
 	lo := uint32(0) // offset of an argument's low half within its 8 bytes
 	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
 		lo = 4
 	}
 	var out []bpf.Instruction
 	for _, r := range rules {
-		nr, ok := info.SyscallNames[r.name]
+		nr, ok := table.numbers[r.name]
 		if !ok {
 			continue
 		}
 		block := []bpf.Instruction{
 			bpf.LoadAbsolute{Off: 0, Size: 4}, // seccomp_data.nr
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr)},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr},
 		}
 		for _, c := range r.conds {
 			cond := bpf.JumpNotEqual
@@ -106,7 +104,7 @@ func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
 				bpf.LoadAbsolute{Off: 16 + 8*c.arg + lo, Size: 4}, // seccomp_data.args[c.arg]
 				bpf.JumpIf{Cond: cond, Val: c.val})
 		}
-		block = append(block, bpf.RetConstant{Val: uint32(seccomp.ActionErrno) | uint32(r.errno)})
+		block = append(block, bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(r.errno)})
 		// Every jump leaves the block when its test fails.
 		for i, in := range block {
 			if j, ok := in.(bpf.JumpIf); ok {
@@ -119,40 +117,68 @@ func assembleRules(info *arch.Info, rules []argRule) []bpf.Instruction {
 	return out
 }
 
-// loadSeccomp sets no_new_privs and installs the sandbox's seccomp filter on
-// every thread of the calling process; every process started afterwards
+// sysTable is what the filter needs to know of the running architecture:
+// its audit architecture, whether the x32 ABI shares it (numbers with
+// x32Bit set), and the numbers of the system calls the filter names.
+type sysTable struct {
+	auditArch uint32
+	x32       bool
+	numbers   map[string]uint32
+}
+
+// x32Bit marks system calls of the x32 ABI, which x86-64 kernels accept
+// under x86-64's audit architecture.
+const x32Bit = 0x40000000
+
+// sandboxFilter is the sandbox's seccomp program for table's
+// architecture. seccomp_data holds the system call number at offset 0 and
+// the audit architecture at offset 4.
+func sandboxFilter(table sysTable) []bpf.Instruction {
+	prog := []bpf.Instruction{
+		// Another ABI's numbers mean other calls: kill.
+		bpf.LoadAbsolute{Off: 4, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: table.auditArch, SkipTrue: 1},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS},
+	}
+	if table.x32 {
+		// x32 calls would pass every check below under numbers of their
+		// own; programs fall back from ENOSYS.
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: 0, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32Bit, SkipFalse: 1},
+			bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)})
+	}
+	prog = append(prog, assembleRules(table, argumentRules())...)
+	var denied []uint32
+	for _, name := range deniedSyscalls {
+		if nr, ok := table.numbers[name]; ok {
+			denied = append(denied, nr)
+		}
+	}
+	// One comparison per denied call, each jumping to the EPERM at the
+	// end (BPF jumps reach 255 instructions ahead).
+	prog = append(prog, bpf.LoadAbsolute{Off: 0, Size: 4})
+	for i, nr := range denied {
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipTrue: uint8(len(denied) - i)})
+	}
+	return append(prog,
+		bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)})
+}
+
+// loadSeccomp sets no_new_privs and installs the sandbox's seccomp filter,
+// with allThreads on every thread of the calling process (TSYNC),
+// otherwise on the calling thread only (the caller must keep its goroutine
+// locked to it); every process started afterwards from a filtered thread
 // inherits both. System calls of another ABI than the native one (32-bit
-// calls on x86-64, for example) kill the process: the filter could not tell
-// their numbers apart.
-func loadSeccomp() error {
-	info, err := arch.GetInfo("")
+// calls on x86-64, for example) kill the process: the filter could not
+// tell their numbers apart.
+func loadSeccomp(allThreads bool) error {
+	table, err := nativeSyscalls()
 	if err != nil {
 		return fmt.Errorf("seccomp: %w", err)
 	}
-	var names []string
-	for _, n := range deniedSyscalls {
-		if _, ok := info.SyscallNames[n]; ok {
-			names = append(names, n)
-		}
-	}
-	policy := seccomp.Policy{
-		DefaultAction: seccomp.ActionAllow,
-		Syscalls:      []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: names}},
-	}
-	insts, err := policy.Assemble()
-	if err != nil {
-		return fmt.Errorf("seccomp: assemble filter: %w", err)
-	}
-	// The library lets foreign architectures through to the default
-	// action (allow); check the architecture first and kill otherwise.
-	// seccomp_data.arch is at offset 4.
-	guard := []bpf.Instruction{
-		bpf.LoadAbsolute{Off: 4, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
-		bpf.RetConstant{Val: uint32(seccomp.ActionKillProcess)},
-	}
-	guard = append(guard, assembleRules(info, argumentRules())...)
-	raw, err := bpf.Assemble(append(guard, insts...))
+	raw, err := bpf.Assemble(sandboxFilter(table))
 	if err != nil {
 		return fmt.Errorf("seccomp: assemble BPF: %w", err)
 	}
@@ -160,14 +186,39 @@ func loadSeccomp() error {
 	for i, r := range raw {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
-	// TSYNC applies the filter, and no_new_privs, to every thread of the
-	// Go runtime at once.
-	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
-		return fmt.Errorf("install seccomp filter: %w", errno)
+	if err := installFilter(filter, allThreads); err != nil {
+		return fmt.Errorf("install seccomp filter: %w", err)
+	}
+	return nil
+}
+
+// sealSeccomp gives every thread of the process the filter of the calling
+// thread (and its no_new_privs) by installing, with TSYNC, a filter that
+// allows everything on top of it.
+func sealSeccomp() error {
+	allow := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}}
+	return installFilter(allow, true)
+}
+
+// installFilter installs filter on the calling thread, or with allThreads
+// on every thread at once. TSYNC fails, with the ID of the thread as the
+// result rather than an errno, when a thread holds a filter the caller
+// does not.
+func installFilter(filter []unix.SockFilter, allThreads bool) error {
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	flags := uintptr(0)
+	if allThreads {
+		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
+	}
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return errno
+	}
+	if r != 0 {
+		return fmt.Errorf("thread %d holds a filter the calling thread does not", r)
 	}
 	return nil
 }

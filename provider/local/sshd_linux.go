@@ -25,6 +25,7 @@ type sshd struct {
 	log      *slog.Logger
 	hostname string
 	jobs     jobNS
+	launcher *imageLauncher // started for the first image job
 
 	recycling sync.Mutex
 	pending   *pending
@@ -95,7 +96,7 @@ func (s *sshd) handshakeFailed(c net.Conn, err error) {
 func (s *sshd) globalRequests(reqs <-chan *ssh.Request) {
 	for req := range reqs {
 		if req.Type == jobroot.BuiltinRequest {
-			req.Reply(launcherSock != nil, nil)
+			req.Reply(s.launcher.usable(), nil)
 			continue
 		}
 		if req.Type != recycleRequest {
