@@ -120,6 +120,7 @@ func scaleRun(t *testing.T, n int) {
 		t.Fatalf("Increase(%d) = %d, %v", n, got, err)
 	}
 	increased := time.Since(start)
+	increaseCPU := selfCPU() - selfBefore
 	var ids []string
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
@@ -183,15 +184,19 @@ func scaleRun(t *testing.T, n int) {
 		pss = append(pss, procKB(m.PID, "smaps_rollup", "Pss:"))
 	}
 	del := time.Now()
+	delCPU := selfCPU()
 	if _, err := p.Decrease(ctx, ids); err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Since(del)
+	delCPU = selfCPU() - delCPU
 	t.Logf("%d instances: Increase returned after %v, all running after %v (%.1f ms/instance), Decrease of all took %v",
 		n, increased.Round(time.Millisecond), allRunning.Round(time.Millisecond),
 		float64(allRunning.Milliseconds())/float64(n), deleted.Round(time.Millisecond))
 	t.Logf("CPU per instance: %.1f ms in the sandbox's processes until serving SSH, %.1f ms after one command (utime+stime, children included), %.1f ms in this process for Increase and the listings",
 		float64(booted.Microseconds())/1000/float64(n), float64(boot.Microseconds())/1000/float64(n), float64(selfUsed.Microseconds())/1000/float64(n))
+	t.Logf("CPU per instance in this process (berth's side): %.2f ms while Increase ran (creating and starting), %.2f ms for Decrease",
+		float64(increaseCPU.Microseconds())/1000/float64(n), float64(delCPU.Microseconds())/1000/float64(n))
 	t.Logf("idle sandbox memory: RSS median %d KiB (max %d), PSS median %d KiB", median(rss), maxOf(rss), median(pss))
 	if left, _ := filepath.Glob(filepath.Join(dir, "local", "instances", "*")); len(left) > 0 {
 		t.Errorf("left behind: %v", left)

@@ -65,6 +65,26 @@ func (p *Provider) lookMeta(id string) (*observed, error) {
 	return o, nil
 }
 
+// saveMeta writes m as meta.json at path (the instance's directory, or the
+// directory create renames into place) and remembers what it wrote, so the
+// next listing need not read it back: a creation writes meta.json twice,
+// and each write used to cost the next Update a read and a JSON decode per
+// instance. thawed says that the instance's cgroup is known not to be
+// frozen (start just made it). The cache keeps a copy: callers go on
+// changing m.
+func (p *Provider) saveMeta(path string, m *meta, thawed bool) error {
+	st, err := writeJSONStat(path, m)
+	if err != nil {
+		return err
+	}
+	c := *m
+	o := &observed{ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim, m: &c, thawed: thawed}
+	p.mu.Lock()
+	p.seen[m.ID] = o
+	p.mu.Unlock()
+	return nil
+}
+
 // forget drops what is cached about instance id.
 func (p *Provider) forget(id string) {
 	p.mu.Lock()
