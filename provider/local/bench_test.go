@@ -173,6 +173,15 @@ func scaleRun(t *testing.T, n int) {
 		t.Errorf("%d instances failed a command: %v", len(failed), failed[:min(5, len(failed))])
 	}
 
+	// A listing of n running instances, as the fleet makes one after
+	// every state change the provider notifies.
+	const listings = 200
+	listCPU := selfCPU()
+	for range listings {
+		p.Update(ctx, func(string, provider.State) {})
+	}
+	listCPU = selfCPU() - listCPU
+
 	var boot time.Duration
 	for _, id := range ids {
 		boot += instanceCPU(readMeta(t, dir, id))
@@ -197,6 +206,8 @@ func scaleRun(t *testing.T, n int) {
 		float64(booted.Microseconds())/1000/float64(n), float64(boot.Microseconds())/1000/float64(n), float64(selfUsed.Microseconds())/1000/float64(n))
 	t.Logf("CPU per instance in this process (berth's side): %.2f ms while Increase ran (creating and starting), %.2f ms for Decrease",
 		float64(increaseCPU.Microseconds())/1000/float64(n), float64(delCPU.Microseconds())/1000/float64(n))
+	t.Logf("one Update listing of %d running instances: %.1f µs of CPU (%.2f µs per instance)",
+		n, float64(listCPU.Nanoseconds())/1000/listings, float64(listCPU.Nanoseconds())/1000/listings/float64(n))
 	t.Logf("idle sandbox memory: RSS median %d KiB (max %d), PSS median %d KiB", median(rss), maxOf(rss), median(pss))
 	if left, _ := filepath.Glob(filepath.Join(dir, "local", "instances", "*")); len(left) > 0 {
 		t.Errorf("left behind: %v", left)

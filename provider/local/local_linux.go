@@ -936,7 +936,7 @@ func (p *Provider) decrease(id string) error {
 		// Record the intent first: a berth that dies now finishes the
 		// deletion in its next Update.
 		m.State = wantDeleting
-		if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+		if err := p.saveMeta(filepath.Join(p.instDir(id), metaFile), m, false); err != nil {
 			return err
 		}
 	}
@@ -959,7 +959,7 @@ func (p *Provider) Suspend(ctx context.Context, ids []string) ([]string, error) 
 			return errors.New("instance is being deleted")
 		}
 		m.State = wantSuspended
-		if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+		if err := p.saveMeta(filepath.Join(p.instDir(id), metaFile), m, false); err != nil {
 			return err
 		}
 		if err := p.stop(m); err != nil {
@@ -967,7 +967,7 @@ func (p *Provider) Suspend(ctx context.Context, ids []string) ([]string, error) 
 		}
 		if m.Cgroup == "" {
 			m.PID, m.StartTime = 0, 0
-			return writeJSON(filepath.Join(p.instDir(id), metaFile), m)
+			return p.saveMeta(filepath.Join(p.instDir(id), metaFile), m, false)
 		}
 		return nil
 	})
@@ -994,7 +994,7 @@ func (p *Provider) Resume(ctx context.Context, ids []string) ([]string, error) {
 				return err
 			}
 			m.State, m.Boot = wantRunning, string(provider.StateResuming)
-			if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+			if err := p.saveMeta(filepath.Join(p.instDir(id), metaFile), m, true); err != nil {
 				return err
 			}
 			// A thawed sandbox serves SSH at once; a restarted one says so
@@ -1033,7 +1033,7 @@ func (p *Provider) existing(id string) (*meta, error) {
 	}
 	// Through Update's cache: ConnectInfo runs for every job, and an
 	// unchanged meta.json costs a stat instead of a read and a decode.
-	o, err := p.lookMeta(id)
+	o, err := p.lookMeta(id, false)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("local provider: no instance %s (deleted, or created by another state dir)", id)
 	}

@@ -94,16 +94,11 @@ const (
 	tmpDir      = "tmp"
 )
 
-// writeJSON writes v to path atomically (temp file + rename), so readers
-// never see a half-written file even when berth dies mid-write.
-func writeJSON(path string, v any) error {
-	_, err := writeJSONStat(path, v)
-	return err
-}
-
-// writeJSONStat is writeJSON that also returns the written file's stat (an
-// fstat of the temp file, which the rename keeps), so that the caller can
-// remember what it wrote without reading it back (see Provider.saveMeta).
+// writeJSONStat writes v to path atomically (temp file + rename), so
+// readers never see a half-written file even when berth dies mid-write. It
+// returns the written file's stat (an fstat of the temp file, which the
+// rename keeps), so that the caller can remember what it wrote without
+// reading it back (see Provider.saveMeta).
 // The JSON is compact: meta.json is read by berth, and by people through
 // jq; indenting cost a fifth of its encoding time for nothing.
 func writeJSONStat(path string, v any) (unix.Stat_t, error) {
