@@ -67,6 +67,7 @@ type Provider struct {
 	seen     map[string]*observed   // Update's cache, see observed
 	children map[string]child       // sandboxes this process started, by ID
 	execs    execs                  // their exec sockets (localexec_linux.go)
+	spawners spawners               // the sandbox spawner (spawnerclient_linux.go)
 }
 
 // New returns an uninitialised local provider.
@@ -696,7 +697,7 @@ func (p *Provider) launch(m *meta, lnFile *os.File, hostKey []byte) error {
 		}
 		return err
 	}
-	err = cmd.Start()
+	pid, done, err := p.startSandbox(cmd)
 	closeCmdFiles(cmd)
 	if err != nil {
 		if execHost != nil {
@@ -707,18 +708,7 @@ func (p *Provider) launch(m *meta, lnFile *os.File, hostKey []byte) error {
 	if execHost != nil {
 		p.execs.set(m.ID, execHost)
 	}
-	// Reap the sandbox if it dies while we run (without a thread per
-	// sandbox); after a berth restart the init process (or a subreaper)
-	// does that.
-	pid := cmd.Process.Pid
-	if done, err := reapInBackground(cmd); err == nil {
-		p.startedChild(m.ID, pid, done)
-	} else {
-		// A kernel without pidfds (before 5.3): a blocking wait, which
-		// costs a thread per sandbox but works.
-		p.log.Warn("cannot wait for the sandbox through a pidfd; waiting with a thread of its own", "id", m.ID, "err", err)
-		go cmd.Wait()
-	}
+	p.startedChild(m.ID, pid, done)
 	if m.PidsCgroup != "" {
 		if err := pidsV1Add(m.PidsCgroup, pid); err != nil {
 			unix.Kill(pid, unix.SIGKILL)
@@ -1135,6 +1125,7 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		p.disks.close()
 		p.disks = nil
 	}
+	p.stopSpawner()
 	return nil
 }
 
