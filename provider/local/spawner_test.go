@@ -64,6 +64,27 @@ func TestSandboxesStartThroughTheSpawner(t *testing.T) {
 	if res := run(t, p, id, "echo hi"); res.Stdout != "hi\n" {
 		t.Errorf("command output %q", res.Stdout)
 	}
+	// What berth inherited without close-on-exec (under go test, a pipe
+	// at fd 251) reached the spawner; its sandboxes must not get it.
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fdinfo", spawner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range fds {
+		fd, _ := strconv.Atoi(e.Name())
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", spawner, fd))
+		var flags string
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "flags:"); ok {
+				flags = strings.TrimSpace(v)
+			}
+		}
+		f, _ := strconv.ParseUint(flags, 8, 64)
+		if fd >= 3 && f&syscall.O_CLOEXEC == 0 {
+			target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", spawner, fd))
+			t.Errorf("the spawner's fd %d (%s, flags %s) is not close-on-exec: sandboxes would inherit it", fd, target, flags)
+		}
+	}
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitExited(t, pid) // reaped by the spawner: no zombie left
 	waitState(t, p, id, provider.StateTimeout)
