@@ -31,9 +31,10 @@ const spawnerOff = "off"
 
 // spawner is berth's handle on a running spawner process.
 type spawner struct {
-	exe  string // the binary it runs: sandboxes start from it
-	pid  int
-	conn *net.UnixConn
+	exe   string // the binary it runs: sandboxes start from it
+	pid   int
+	pidfd int // to kill it without hitting a process that reused its PID
+	conn  *net.UnixConn
 	done <-chan struct{} // closed once the spawner process is reaped
 
 	mu sync.Mutex // one request at a time
@@ -70,18 +71,28 @@ func startSpawner(exe string) (*spawner, error) {
 		return nil, err
 	}
 	pid := cmd.Process.Pid
-	done, err := reapInBackground(cmd)
+	// Our unreaped child: its PID is still its own.
+	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("pidfd_open: %w", err)
+	}
+	unix.CloseOnExec(pidfd)
+	done, err := reapInBackground(cmd)
+	if err != nil {
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		unix.Close(pidfd)
 		cmd.Wait()
 		return nil, err
 	}
 	c, err := net.FileConn(ours)
 	if err != nil {
-		unix.Kill(pid, unix.SIGKILL)
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		unix.Close(pidfd)
 		return nil, err
 	}
-	return &spawner{exe: exe, pid: pid, conn: c.(*net.UnixConn), done: done}, nil
+	return &spawner{exe: exe, pid: pid, pidfd: pidfd, conn: c.(*net.UnixConn), done: done}, nil
 }
 
 // alive reports whether the spawner process still runs.
@@ -98,8 +109,9 @@ func (s *spawner) alive() bool {
 // go on running. With kill it is killed first (it hung).
 func (s *spawner) stop(kill bool) {
 	if kill {
-		unix.Kill(s.pid, unix.SIGKILL) // our own child, not yet reaped: the PID is its
+		unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
 	}
+	unix.Close(s.pidfd)
 	s.conn.Close()
 }
 
