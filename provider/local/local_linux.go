@@ -543,6 +543,7 @@ func (p *Provider) create() error {
 		if undo != nil {
 			undo()
 		}
+		p.forget(id) // what saveMeta remembered
 		removeAll(tmp)
 		return fmt.Errorf("local provider: create instance: %w", err)
 	}
