@@ -35,7 +35,7 @@ type spawner struct {
 	pid   int
 	pidfd int // to kill it without hitting a process that reused its PID
 	conn  *net.UnixConn
-	done <-chan struct{} // closed once the spawner process is reaped
+	done  <-chan struct{} // closed once the spawner process is reaped
 
 	mu sync.Mutex // one request at a time
 }
