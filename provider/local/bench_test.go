@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,6 +106,7 @@ func scaleBinary(t *testing.T, from string) string {
 
 func scaleRun(t *testing.T, n int) {
 	quietLogT(t)
+	defer ballast(t)()
 	dir := t.TempDir()
 	p := newGroup(t, dir, "")
 	if exe := local.SandboxExe(p); exe == "/proc/self/exe" {
@@ -120,6 +122,13 @@ func scaleRun(t *testing.T, n int) {
 		t.Fatalf("Increase(%d) = %d, %v", n, got, err)
 	}
 	increased := time.Since(start)
+	increaseCPU := selfCPU() - selfBefore
+	// The spawner (when there is one) does the clones: its CPU is berth's
+	// too. It started with this Increase.
+	var spawnerCPU time.Duration
+	if pid := local.SpawnerPID(p); pid > 0 {
+		spawnerCPU = procOwnCPU(pid)
+	}
 	var ids []string
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
@@ -172,6 +181,15 @@ func scaleRun(t *testing.T, n int) {
 		t.Errorf("%d instances failed a command: %v", len(failed), failed[:min(5, len(failed))])
 	}
 
+	// A listing of n running instances, as the fleet makes one after
+	// every state change the provider notifies.
+	const listings = 200
+	listCPU := selfCPU()
+	for range listings {
+		p.Update(ctx, func(string, provider.State) {})
+	}
+	listCPU = selfCPU() - listCPU
+
 	var boot time.Duration
 	for _, id := range ids {
 		boot += instanceCPU(readMeta(t, dir, id))
@@ -184,15 +202,21 @@ func scaleRun(t *testing.T, n int) {
 		threads = append(threads, sandboxThreads(m))
 	}
 	del := time.Now()
+	delCPU := selfCPU()
 	if _, err := p.Decrease(ctx, ids); err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Since(del)
+	delCPU = selfCPU() - delCPU
 	t.Logf("%d instances: Increase returned after %v, all running after %v (%.1f ms/instance), Decrease of all took %v",
 		n, increased.Round(time.Millisecond), allRunning.Round(time.Millisecond),
 		float64(allRunning.Milliseconds())/float64(n), deleted.Round(time.Millisecond))
 	t.Logf("CPU per instance: %.1f ms in the sandbox's processes until serving SSH, %.1f ms after one command (utime+stime, children included), %.1f ms in this process for Increase and the listings",
 		float64(booted.Microseconds())/1000/float64(n), float64(boot.Microseconds())/1000/float64(n), float64(selfUsed.Microseconds())/1000/float64(n))
+	t.Logf("CPU per instance in this process (berth's side): %.2f ms while Increase ran (creating and starting), plus %.2f ms in the sandbox spawner (10 ms ticks); %.2f ms for Decrease",
+		float64(increaseCPU.Microseconds())/1000/float64(n), float64(spawnerCPU.Microseconds())/1000/float64(n), float64(delCPU.Microseconds())/1000/float64(n))
+	t.Logf("one Update listing of %d running instances: %.1f µs of CPU (%.2f µs per instance)",
+		n, float64(listCPU.Nanoseconds())/1000/listings, float64(listCPU.Nanoseconds())/1000/listings/float64(n))
 	t.Logf("idle sandbox memory: RSS median %d KiB (max %d), PSS median %d KiB; host threads per idle sandbox median %d (max %d)", median(rss), maxOf(rss), median(pss), median(threads), maxOf(threads))
 	if left, _ := filepath.Glob(filepath.Join(dir, "local", "instances", "*")); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
@@ -257,6 +281,18 @@ func treeCPU(pid int) time.Duration {
 }
 
 // procTicks is utime+stime+cutime+cstime of /proc/PID/stat.
+// procOwnCPU is the CPU time pid itself used (utime+stime, no children).
+func procOwnCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
 func procTicks(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -336,4 +372,40 @@ func quietLog(b *testing.B) {
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.DiscardHandler))
 	b.Cleanup(func() { slog.SetDefault(prev) })
+}
+
+// ballast makes this process look like a berth daemon that already runs
+// many sandboxes, when BERTH_LOCAL_SCALE_BALLAST=MiB,fds asks for it: MiB
+// of touched heap (the page tables a fork copies) and fds open descriptors
+// (close-on-exec: every child's exec closes them). It returns the release.
+func ballast(t *testing.T) func() {
+	v := os.Getenv("BERTH_LOCAL_SCALE_BALLAST")
+	if v == "" {
+		return func() {}
+	}
+	mib, fds, _ := strings.Cut(v, ",")
+	nmib, err1 := strconv.Atoi(mib)
+	nfds, err2 := strconv.Atoi(fds)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("BERTH_LOCAL_SCALE_BALLAST=%q: want MiB,fds", v)
+	}
+	heap := make([]byte, nmib<<20)
+	for i := 0; i < len(heap); i += 4096 {
+		heap[i] = 1
+	}
+	var files []*os.File
+	for range nfds {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	t.Logf("ballast: %d MiB of heap, %d more open descriptors", nmib, nfds)
+	return func() {
+		for _, f := range files {
+			f.Close()
+		}
+		runtime.KeepAlive(heap)
+	}
 }

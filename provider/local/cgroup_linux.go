@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,13 @@ type cgroupRoot struct {
 	pidsV1 string
 	// controllers are the v2 controllers instance cgroups get.
 	controllers []string
+
+	// mu serialises making dir (with its controllers) against tidy
+	// removing it; enabled says that dir exists with its controllers
+	// enabled, so that a creation need not write cgroup.subtree_control
+	// three times again (it did, for every sandbox).
+	mu      sync.Mutex
+	enabled bool
 }
 
 // has reports whether instance cgroups get the v2 controller ctl.
@@ -123,7 +131,11 @@ func (c *cgroupRoot) enableControllers() {
 
 // tidy removes the group's cgroup directory if no instance uses it.
 func (c *cgroupRoot) tidy() {
-	os.Remove(c.dir)
+	c.mu.Lock()
+	if os.Remove(c.dir) == nil {
+		c.enabled = false
+	}
+	c.mu.Unlock()
 	if c.pidsV1 != "" {
 		os.Remove(c.pidsV1)
 	}
@@ -132,17 +144,20 @@ func (c *cgroupRoot) tidy() {
 // create makes the cgroup of one instance and applies the limits of cfg.
 func (c *cgroupRoot) create(id string, cfg Config) (string, error) {
 	dir := filepath.Join(c.dir, id)
+	c.mu.Lock()
 	var err error
-	for try := 0; try < 3; try++ { // a concurrent tidy may remove c.dir
-		if err = os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			break
-		}
-		c.enableControllers()
-		if err = os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
-			err = nil
-			break
+	if !c.enabled {
+		if err = os.Mkdir(c.dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+			c.enableControllers()
+			c.enabled = true
 		}
 	}
+	if c.enabled {
+		if err = os.Mkdir(dir, 0o755); errors.Is(err, os.ErrExist) {
+			err = nil
+		}
+	}
+	c.mu.Unlock()
 	if err != nil {
 		return "", fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
@@ -151,12 +166,12 @@ func (c *cgroupRoot) create(id string, cfg Config) (string, error) {
 		pids = *cfg.PidsMax
 	}
 	limits := []struct {
-		file, key, value string
-		explicit         bool
+		file, key, value, ctl string
+		explicit              bool
 	}{
-		{"memory.max", "memory_max", cfg.MemoryMax, cfg.MemoryMax != ""},
-		{"cpu.max", "cpu_max", cfg.CPUMax, cfg.CPUMax != ""},
-		{"pids.max", "pids_max", strconv.Itoa(pids), explicitPids && pids > 0},
+		{"memory.max", "memory_max", cfg.MemoryMax, "memory", cfg.MemoryMax != ""},
+		{"cpu.max", "cpu_max", cfg.CPUMax, "cpu", cfg.CPUMax != ""},
+		{"pids.max", "pids_max", strconv.Itoa(pids), "pids", explicitPids && pids > 0},
 	}
 	if c.pidsV1 != "" {
 		limits = limits[:2] // pids.max goes to the v1 hierarchy: see pidsV1Create
@@ -166,7 +181,7 @@ func (c *cgroupRoot) create(id string, cfg Config) (string, error) {
 			continue
 		}
 		path := filepath.Join(dir, l.file)
-		if _, err := os.Stat(path); err != nil && !l.explicit {
+		if !l.explicit && !c.has(l.ctl) {
 			// The default pids limit applies where the controller is
 			// enabled; hybrid and delegated-without-pids hosts go
 			// without.

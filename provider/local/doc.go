@@ -17,6 +17,19 @@
 // SIGKILL leaves them running, and a new provider on the same state
 // directory adopts them through Update.
 //
+// berth does not clone the sandboxes itself: a small spawner process (the
+// same binary, started at the first sandbox with BERTH_LOCAL_SPAWNER_FD
+// set; spawner_linux.go) does, on berth's request over a socket pair that
+// carries the sandbox's descriptors, and returns its pidfd, which berth's
+// reaper watches. A clone from berth copied berth's page tables (Go cannot
+// vfork into a new user namespace) and its exec closed berth's thousands of
+// descriptors, ~2 ms of CPU per sandbox in a busy berth. The spawner reaps
+// the sandboxes and exits when berth's end of the socket closes. A spawner
+// that dies or stops answering for 30 s is killed and replaced with one log
+// line (the sandbox it was starting fails and is cleaned up); after three
+// failures, when it cannot start, or with BERTH_LOCAL_SPAWNER=off, berth
+// starts sandboxes itself.
+//
 // # What a job sees and may do
 //
 // Every sandbox has its own user namespace, also when berth runs as root.
@@ -45,7 +58,7 @@
 // perf, userfaultfd and more; system calls of a foreign ABI kill the
 // caller), which every command inherits. PID 1's other threads get the
 // filter too (TSYNC) once it has started the image launcher, for the
-// sandbox's first image job (jobroot_linux.go, spawner_linux.go); a sandbox
+// sandbox's first image job (jobroot_linux.go, jobthread_linux.go); a sandbox
 // that never runs one has no launcher. Every command then starts in a user
 // namespace nested in the sandbox's, with its own mount, UTS and IPC
 // namespaces: the kernel locks every mount copied into a namespace owned by

@@ -28,8 +28,8 @@ func init() { jobroot.Harden = func() error { return loadSeccomp(true) } }
 // Jobs in images need mounts (an overlay root per job), which the sandbox's
 // seccomp filter denies to everything PID 1 starts. So for the sandbox's
 // first image job PID 1 starts the launcher from one of its own threads,
-// which the filter does not cover yet (only the spawner's thread has it,
-// spawner_linux.go), and then seals itself: every thread of PID 1 gets the
+// which the filter does not cover yet (only the job thread has it,
+// jobthread_linux.go), and then seals itself: every thread of PID 1 gets the
 // filter. The launcher is a copy of PID 1's binary, in a mount namespace of
 // its own, that holds the instance's image cache and starts berth's job
 // runner (package jobroot) for the sessions that ask for it. The runner
@@ -65,7 +65,7 @@ var launcherPID atomic.Int32
 // imageLauncher starts the launcher on first use, once.
 type imageLauncher struct {
 	cfg   sandboxConfig
-	spawn *spawner
+	spawn *jobThread
 
 	mu      sync.Mutex
 	started bool     // tried, whatever the outcome: never again

@@ -67,6 +67,7 @@ type Provider struct {
 	seen     map[string]*observed   // Update's cache, see observed
 	children map[string]child       // sandboxes this process started, by ID
 	execs    execs                  // their exec sockets (localexec_linux.go)
+	spawners spawners               // the sandbox spawner (spawnerclient_linux.go)
 }
 
 // New returns an uninitialised local provider.
@@ -186,6 +187,31 @@ func (p *Provider) cleanLeftovers() {
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			removeAll(filepath.Join(p.dir, "instances", e.Name()))
+		}
+	}
+	if p.cgroups != nil {
+		p.cleanCgroups(p.cgroups.dir)
+		if p.cgroups.pidsV1 != "" {
+			p.cleanCgroups(p.cgroups.pidsV1)
+		}
+	}
+}
+
+// cleanCgroups removes the instance cgroups under dir that no instance
+// directory records: create makes them before the directory is renamed
+// into place, so a crash in between leaves them behind. No sandbox ever
+// ran in one (sandboxes start after the rename), and rmdir refuses a
+// cgroup that has processes anyway.
+func (p *Provider) cleanCgroups(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !e.IsDir() || checkID(e.Name()) != nil {
+			continue
+		}
+		if _, err := os.Lstat(p.instDir(e.Name())); errors.Is(err, os.ErrNotExist) {
+			if os.Remove(filepath.Join(dir, e.Name())) == nil {
+				p.log.Info("removed the cgroup of an instance whose creation was interrupted", "cgroup", filepath.Join(dir, e.Name()))
+			}
 		}
 	}
 }
@@ -512,7 +538,12 @@ func (p *Provider) create() error {
 	// Build the directory under a dot name and rename it into place, so
 	// Update never sees a half-made instance.
 	tmp := filepath.Join(p.dir, "instances", ".new-"+id)
+	var undo func()
 	fail := func(err error) error {
+		if undo != nil {
+			undo()
+		}
+		p.forget(id) // what saveMeta remembered
 		removeAll(tmp)
 		return fmt.Errorf("local provider: create instance: %w", err)
 	}
@@ -538,21 +569,28 @@ func (p *Provider) create() error {
 	if err := p.chownInstance(tmp); err != nil {
 		return fail(err)
 	}
-	now := time.Now().UTC()
 	m := &meta{
 		ID: id, State: wantRunning, Boot: string(provider.StateCreating),
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey()))),
-		Network: p.cfg.Network, UserNS: true, CreatedAt: now, StartedAt: now,
+		Network: p.cfg.Network, UserNS: true, CreatedAt: time.Now().UTC(),
 	}
-	if err := writeJSON(filepath.Join(tmp, metaFile), m); err != nil {
+	// What start records before it starts the sandbox (address, cgroups)
+	// goes into the first meta.json already: one write fewer per sandbox.
+	// A crash before the rename leaves a dot directory (cleanLeftovers)
+	// and, at most, empty cgroups (cleanCgroups).
+	lnFile, undo, err := p.prepare(m)
+	if err != nil {
 		return fail(err)
 	}
-	dir := p.instDir(id)
-	if err := os.Rename(tmp, dir); err != nil {
+	defer lnFile.Close()
+	if err := p.saveMeta(filepath.Join(tmp, metaFile), m, true); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, p.instDir(id)); err != nil {
 		return fail(err)
 	}
 	defer p.lock(id)()
-	if err := p.start(m); err != nil {
+	if err := p.launch(m, lnFile, hostPEM); err != nil {
 		// Leave nothing behind: the scaler never learned the ID.
 		p.destroy(m)
 		return fmt.Errorf("local provider: start sandbox %s: %w", id, err)
@@ -568,40 +606,72 @@ func (p *Provider) start(m *meta) error {
 	for _, f := range []string{readyFile, pidFile} {
 		os.Remove(filepath.Join(dir, f))
 	}
-	ln, err := listenLoopback(m.Addr)
-	if err != nil {
-		return fmt.Errorf("open SSH listener: %w", err)
-	}
-	lnFile, err := ln.File()
-	ln.Close()
+	lnFile, undo, err := p.prepare(m)
 	if err != nil {
 		return err
 	}
 	defer lnFile.Close()
+	hostKey, err := os.ReadFile(filepath.Join(dir, hostKeyFile))
+	if err != nil {
+		undo()
+		return fmt.Errorf("read host key: %w", err)
+	}
+	if err := p.saveMeta(filepath.Join(dir, metaFile), m, true); err != nil {
+		undo()
+		return err
+	}
+	return p.launch(m, lnFile, hostKey)
+}
+
+// prepare opens the SSH listener of m's next sandbox and makes its
+// cgroups, and records both in m (not yet on disk), with no PID and the
+// boot clock starting now. undo releases what prepare made, for a caller
+// that fails before meta.json records it.
+func (p *Provider) prepare(m *meta) (lnFile *os.File, undo func(), err error) {
+	ln, err := listenLoopback(m.Addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open SSH listener: %w", err)
+	}
+	lnFile, err = ln.File()
+	ln.Close()
+	if err != nil {
+		return nil, nil, err
+	}
 	m.Addr = ln.Addr().String()
 	// A stopped instance's cgroup was removed with its processes; make
 	// (again) the one of this berth process.
 	m.Cgroup, m.PidsCgroup = "", ""
+	undo = func() {
+		lnFile.Close()
+		if m.Cgroup != "" {
+			os.Remove(m.Cgroup)
+		}
+		if m.PidsCgroup != "" {
+			os.Remove(m.PidsCgroup)
+		}
+	}
 	if p.cgroups != nil {
 		cg, err := p.cgroups.create(m.ID, p.cfg)
 		if err != nil {
-			return err
+			undo()
+			return nil, nil, err
 		}
 		m.Cgroup = cg
 		if max := p.pidsMax(); p.cgroups.pidsV1 != "" && max > 0 {
 			if m.PidsCgroup, err = pidsV1Create(p.cgroups.pidsV1, m.ID, max); err != nil {
-				return err
+				undo()
+				return nil, nil, err
 			}
 		}
 	}
-	hostKey, err := os.ReadFile(filepath.Join(dir, hostKeyFile))
-	if err != nil {
-		return fmt.Errorf("read host key: %w", err)
-	}
 	m.PID, m.StartTime, m.StartedAt = 0, 0, time.Now().UTC()
-	if err := writeJSON(filepath.Join(dir, metaFile), m); err != nil {
-		return err
-	}
+	return lnFile, undo, nil
+}
+
+// launch starts the sandbox process of m, whose meta.json already records
+// its listener and cgroups, and records its PID.
+func (p *Provider) launch(m *meta, lnFile *os.File, hostKey []byte) error {
+	dir := p.instDir(m.ID)
 	p.watchReady(m.ID)
 	sc := p.sandboxConfig(m.ID, string(hostKey))
 	sc.Dir = dir
@@ -614,6 +684,7 @@ func (p *Provider) start(m *meta) error {
 	sc.DiskPoller = diskPoll != nil
 	var execHost *execHost
 	var execSock *os.File
+	var err error
 	if localExecEnabled {
 		if execHost, execSock, err = newExecSocket(); err != nil {
 			p.log.Warn("no local exec socket for the sandbox; jobs run over SSH", "id", m.ID, "err", err)
@@ -627,7 +698,7 @@ func (p *Provider) start(m *meta) error {
 		}
 		return err
 	}
-	err = cmd.Start()
+	pid, done, err := p.startSandbox(cmd)
 	closeCmdFiles(cmd)
 	if err != nil {
 		if execHost != nil {
@@ -638,18 +709,7 @@ func (p *Provider) start(m *meta) error {
 	if execHost != nil {
 		p.execs.set(m.ID, execHost)
 	}
-	// Reap the sandbox if it dies while we run (without a thread per
-	// sandbox); after a berth restart the init process (or a subreaper)
-	// does that.
-	pid := cmd.Process.Pid
-	if done, err := reapInBackground(cmd); err == nil {
-		p.startedChild(m.ID, pid, done)
-	} else {
-		// A kernel without pidfds (before 5.3): a blocking wait, which
-		// costs a thread per sandbox but works.
-		p.log.Warn("cannot wait for the sandbox through a pidfd; waiting with a thread of its own", "id", m.ID, "err", err)
-		go cmd.Wait()
-	}
+	p.startedChild(m.ID, pid, done)
 	if m.PidsCgroup != "" {
 		if err := pidsV1Add(m.PidsCgroup, pid); err != nil {
 			unix.Kill(pid, unix.SIGKILL)
@@ -661,7 +721,7 @@ func (p *Provider) start(m *meta) error {
 		return fmt.Errorf("read start time of sandbox %d: %w", pid, err)
 	}
 	m.PID, m.StartTime = pid, start
-	return writeJSON(filepath.Join(dir, metaFile), m)
+	return p.saveMeta(filepath.Join(dir, metaFile), m, true)
 }
 
 func listenLoopback(prev string) (*net.TCPListener, error) {
@@ -867,7 +927,7 @@ func (p *Provider) decrease(id string) error {
 		// Record the intent first: a berth that dies now finishes the
 		// deletion in its next Update.
 		m.State = wantDeleting
-		if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+		if err := p.saveMeta(filepath.Join(p.instDir(id), metaFile), m, false); err != nil {
 			return err
 		}
 	}
@@ -890,7 +950,7 @@ func (p *Provider) Suspend(ctx context.Context, ids []string) ([]string, error) 
 			return errors.New("instance is being deleted")
 		}
 		m.State = wantSuspended
-		if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+		if err := p.saveMeta(filepath.Join(p.instDir(id), metaFile), m, false); err != nil {
 			return err
 		}
 		if err := p.stop(m); err != nil {
@@ -898,7 +958,7 @@ func (p *Provider) Suspend(ctx context.Context, ids []string) ([]string, error) 
 		}
 		if m.Cgroup == "" {
 			m.PID, m.StartTime = 0, 0
-			return writeJSON(filepath.Join(p.instDir(id), metaFile), m)
+			return p.saveMeta(filepath.Join(p.instDir(id), metaFile), m, false)
 		}
 		return nil
 	})
@@ -925,7 +985,7 @@ func (p *Provider) Resume(ctx context.Context, ids []string) ([]string, error) {
 				return err
 			}
 			m.State, m.Boot = wantRunning, string(provider.StateResuming)
-			if err := writeJSON(filepath.Join(p.instDir(id), metaFile), m); err != nil {
+			if err := p.saveMeta(filepath.Join(p.instDir(id), metaFile), m, true); err != nil {
 				return err
 			}
 			// A thawed sandbox serves SSH at once; a restarted one says so
@@ -962,11 +1022,17 @@ func (p *Provider) existing(id string) (*meta, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	m, err := readMeta(p.instDir(id))
+	// Through Update's cache: ConnectInfo runs for every job, and an
+	// unchanged meta.json costs a stat instead of a read and a decode.
+	o, err := p.lookMeta(id, false)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("local provider: no instance %s (deleted, or created by another state dir)", id)
 	}
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	m := *o.m // a copy: callers change it
+	return &m, nil
 }
 
 // ConnectInfo returns the SSH address, host key and client key of an
@@ -1060,6 +1126,7 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		p.disks.close()
 		p.disks = nil
 	}
+	p.stopSpawner()
 	return nil
 }
 

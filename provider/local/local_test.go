@@ -66,6 +66,7 @@ func newGroup(t testing.TB, dir string, config string) *local.Provider {
 		if _, err := p.Decrease(context.Background(), ids); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
+		p.Shutdown(context.Background()) // its sandbox spawner exits
 	})
 	return p
 }

@@ -35,6 +35,29 @@ func reapInBackground(cmd *exec.Cmd) (<-chan struct{}, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pidfd_open %d: %w", cmd.Process.Pid, err)
 	}
+	done, err := watchPidfd(r, fd)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Process.Release()
+	return done, nil
+}
+
+// reapPidfd is reapInBackground for a process berth holds a pidfd of but
+// did not start itself (the spawner's sandboxes): its parent reaps it, and
+// the pidfd becomes readable when it exits all the same. reapPidfd takes
+// over fd.
+func reapPidfd(fd int) (<-chan struct{}, error) {
+	r, err := sharedReaper()
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return watchPidfd(r, fd)
+}
+
+// watchPidfd adds fd to r's epoll set; on failure fd is closed.
+func watchPidfd(r *pidfdReaper, fd int) (<-chan struct{}, error) {
 	done := make(chan struct{})
 	r.mu.Lock()
 	r.waiting[int32(fd)] = done
@@ -48,7 +71,6 @@ func reapInBackground(cmd *exec.Cmd) (<-chan struct{}, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("epoll_ctl: %w", err)
 	}
-	cmd.Process.Release()
 	return done, nil
 }
 

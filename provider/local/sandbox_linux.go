@@ -184,10 +184,10 @@ func runSandbox(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// From here on PID 1 starts processes only from the spawner's thread,
+	// From here on PID 1 starts processes only from the job thread,
 	// which carries the seccomp filter; the image launcher starts later,
 	// for the first image job, if any (jobroot_linux.go).
-	spawn, err := newSpawner()
+	spawn, err := newJobThread()
 	if err != nil {
 		return err
 	}
@@ -295,10 +295,10 @@ type reaper struct {
 	mu      sync.Mutex
 	waiters map[int]chan unix.WaitStatus
 	sig     chan os.Signal
-	spawn   *spawner // starts every process, under the seccomp filter
+	spawn   *jobThread // starts every process, under the seccomp filter
 }
 
-func newReaper(spawn *spawner) *reaper {
+func newReaper(spawn *jobThread) *reaper {
 	r := &reaper{waiters: map[int]chan unix.WaitStatus{}, sig: make(chan os.Signal, 1), spawn: spawn}
 	signal.Notify(r.sig, syscall.SIGCHLD)
 	return r
@@ -326,7 +326,7 @@ func (r *reaper) reap() {
 	}
 }
 
-// start starts a process from the spawner's thread, so that it inherits the
+// start starts a process from the job thread, so that it inherits the
 // seccomp filter, and registers it before the reaper can see it exit.
 func (r *reaper) start(argv0 string, argv []string, attr *os.ProcAttr) (int, <-chan unix.WaitStatus, error) {
 	r.mu.Lock()

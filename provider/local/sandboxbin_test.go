@@ -5,6 +5,7 @@ package local_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,6 +145,15 @@ func TestSandboxesStartFromAMatchingBerthSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, g.p, id)
+	// The sandbox spawner runs from the checked file, so while it runs the
+	// kernel refuses to write to it; it is stopped here to change it.
+	if spawner := local.SpawnerPID(g.p); spawner > 0 {
+		if _, err := os.OpenFile(filepath.Join(bin, local.SandboxBinaryName), os.O_WRONLY, 0); !errors.Is(err, syscall.ETXTBSY) {
+			t.Errorf("berth-sandbox opened for writing while the spawner runs it: %v, want ETXTBSY", err)
+		}
+		syscall.Kill(spawner, syscall.SIGKILL)
+		waitExited(t, spawner)
+	}
 	f, err := os.OpenFile(filepath.Join(bin, local.SandboxBinaryName), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -17,5 +17,5 @@ const unprivEnv = "BERTH_LOCAL_TEST_UNPRIVILEGED"
 // root. Run unprivileged, the other tests cover it directly.
 func TestUnprivileged(t *testing.T) {
 	sandboxtest.RerunAsNobody(t, unprivEnv, nil, "-test.run",
-		"^(TestConformance|TestJobsRunTheSameOverTheLocalPathAndSSH|TestLocalPathAcrossSuspendAndResume|TestLocalPathSandboxKilledMidCommand|TestAdoptedSandboxRunsOverSSH|TestRecycleOverTheExecSocket|TestSandboxLooksLikeAMachine|TestDisconnectKillsCommand|TestOutlivesProvider|TestDeadSandboxReported|TestSuspendSurvivesRestart|TestPidsLimit|TestUnprivileged)$")
+		"^(TestConformance|TestJobsRunTheSameOverTheLocalPathAndSSH|TestLocalPathAcrossSuspendAndResume|TestLocalPathSandboxKilledMidCommand|TestAdoptedSandboxRunsOverSSH|TestRecycleOverTheExecSocket|TestSandboxLooksLikeAMachine|TestDisconnectKillsCommand|TestOutlivesProvider|TestDeadSandboxReported|TestSuspendSurvivesRestart|TestPidsLimit|TestSandboxesStartThroughTheSpawner|TestSpawnerThatDiesIsReplaced|TestUnprivileged)$")
 }

@@ -1,0 +1,16 @@
+//go:build linux
+
+package local
+
+import "time"
+
+// SpawnerPID returns the PID of p's running sandbox spawner, 0 when none.
+func SpawnerPID(p *Provider) int { return p.spawnerPID() }
+
+// SetSpawnerTimeout sets how long berth waits for the spawner's answer,
+// until the returned restore is called.
+func SetSpawnerTimeout(d time.Duration) (restore func()) {
+	prev := spawnerTimeout
+	spawnerTimeout = d
+	return func() { spawnerTimeout = prev }
+}
