@@ -49,7 +49,7 @@ func TestImageLauncherStartsForTheFirstImageJob(t *testing.T) {
 	}
 	modes := threadSeccomp(t, pid1)
 	if filtered := count(modes, "2"); filtered != 1 || count(modes, "0") != len(modes)-1 {
-		t.Errorf("PID 1's threads before any image job: seccomp modes %v, want exactly one filtered (the spawner)", modes)
+		t.Errorf("PID 1's threads before any image job: seccomp modes %v, want exactly one filtered (the job thread)", modes)
 	}
 
 	ci, err := p.ConnectInfo(context.Background(), id)
