@@ -15,9 +15,7 @@ import (
 
 // runScript runs one script of a job: in the job's image through berth's
 // job runner on the instance when the job names one, as a plain command
-// otherwise. It takes pointers and keeps the image case in a function of
-// its own: it stays on the job goroutine's stack while the script runs
-// (see runJob).
+// otherwise (the after_script; the script itself starts in startScript).
 func (m *Manager) runScript(ctx context.Context, ci *provider.ConnectInfo, spec *jobsource.Spec, cmd *executor.Command) (int, error) {
 	if spec.Image != nil || len(spec.Services) > 0 {
 		return m.runInImage(ctx, ci, spec, cmd)

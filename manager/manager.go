@@ -794,10 +794,7 @@ func (m *Manager) reportQueued(src jobsource.Source) {
 
 func (m *Manager) startJob(jobCtx context.Context, key string, job jobsource.Job) {
 	m.jobs.Add(1)
-	go func() {
-		defer m.jobs.Done()
-		m.runJob(jobCtx, key, job)
-	}()
+	go m.runJob(jobCtx, key, job)
 }
 
 // envState is the opaque state saved with a parked environment. It holds
@@ -819,20 +816,23 @@ type envState struct {
 // under (ctx carries it): a term that ends stops its acquisition but not
 // its run (see settle).
 //
-// runJob, execute and runScript sit on the job goroutine's stack for the
-// job's whole run, so they are kept thin and everything else is done in
-// functions that have returned by then: the runtime halves a goroutine's
-// stack at a GC only when less than a quarter of it (minus 800 bytes) is
-// in use. With these three frames at 3.4 KiB (4.9 KiB down to the
-// netpoller), a stack that grew to 16 KiB while the job started stayed so
-// for the whole run; at 2.5 KiB in all it comes back to 8 KiB.
+// runJob is the job's goroutine. For the job's whole run it holds only
+// its own frame and Wait's, so it is kept thin and everything else is
+// done in functions that have returned by then: the runtime halves a
+// goroutine's stack at a GC only while less than a quarter of it (minus
+// 800 bytes) is in use. Blocked under runJob, execute and runScript
+// (4.9 KiB down to the netpoller) a job's stack stayed 8 KiB, or 16 KiB
+// when it grew while the job started; under runJob and Wait (about 1 KiB)
+// it comes back to 4 KiB. The heap goal counts stacks too, so each KiB
+// of stack is about two of RSS.
 func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
+	defer m.jobs.Done()
 	r := m.beginJob(ctx, key, job)
 	if r == nil {
 		return
 	}
-	res := m.execute(ctx, r)
-	m.endJob(ctx, r, res)
+	code, err := m.startScript(ctx, r).Wait()
+	m.endJob(ctx, r, code, err)
 }
 
 // jobRun is what runJob keeps about a job while its script runs.
@@ -843,6 +843,7 @@ type jobRun struct {
 	spec jobsource.Spec
 	log  *slog.Logger
 	acq  fleet.Acquisition
+	run  *scriptRun
 }
 
 // beginJob binds an instance to the job and reports it started; nil when
@@ -871,8 +872,11 @@ func (m *Manager) beginJob(ctx context.Context, key string, job jobsource.Job) *
 	return r
 }
 
-// endJob gives the slot back or parks the environment, then finishes the job.
-func (m *Manager) endJob(ctx context.Context, r *jobRun, res jobsource.Result) {
+// endJob maps how the script ended, runs the after_script, gives the slot
+// back or parks the environment, then finishes the job.
+func (m *Manager) endJob(ctx context.Context, r *jobRun, code int, err error) {
+	res := m.endRun(ctx, r, r.run, code, err)
+	r.run.stop()
 	res.Instance = r.acq.Instance
 	m.finishRun(ctx, r, m.settle(ctx, r.l, r.log, r.key, r.spec, r.job, r.acq, res))
 }
@@ -1115,18 +1119,34 @@ func (m *Manager) checkEnvKey(k string) error {
 	return nil
 }
 
-// execute runs the script and after_script and maps how they ended.
-func (m *Manager) execute(ctx context.Context, r *jobRun) jobsource.Result {
-	run := m.startRun(ctx, r)
-	defer run.stop()
-	code, err := -1, run.prepErr
-	if err == nil {
-		code, err = m.runScript(run.ctx, &r.acq.Connect, &r.spec, &run.cmd)
+// startScript starts the job's script; an image job's runs to its end
+// here (it is rare, and its path is deep anyway).
+func (m *Manager) startScript(ctx context.Context, r *jobRun) waiter {
+	r.run = m.startRun(ctx, r)
+	if r.run.prepErr != nil {
+		return ended{code: -1, err: r.run.prepErr}
 	}
-	return m.endRun(ctx, r, run, code, err)
+	if r.spec.Image != nil || len(r.spec.Services) > 0 {
+		code, err := m.runInImage(r.run.ctx, &r.acq.Connect, &r.spec, &r.run.cmd)
+		return ended{code: code, err: err}
+	}
+	return m.runner.Start(r.run.ctx, r.acq.Connect, r.run.cmd)
 }
 
-// scriptRun is the state of a job's script while it runs (see execute).
+// waiter is a started script (executor.Running) or one that has ended.
+type waiter interface {
+	Wait() (int, error)
+}
+
+// ended is a script that has already ended, or never started.
+type ended struct {
+	code int
+	err  error
+}
+
+func (e ended) Wait() (int, error) { return e.code, e.err }
+
+// scriptRun is the state of a job's script while it runs (see startScript).
 type scriptRun struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
