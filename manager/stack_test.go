@@ -15,14 +15,14 @@ import (
 // in Wait directly under runJob it holds about 1 KiB of frames, so the
 // runtime shrinks its stack to 4 KiB at a GC (it halves a stack only while
 // less than a quarter of it is in use). Blocked under runJob, execute and
-// runScript (4.9 KiB) it kept 8 KiB or more: 10.4 to 11.2 KiB of
-// stack per job here before.
+// runScript (4.9 KiB) it kept 8 KiB or more: 8.8 to 9.2 KiB of stack
+// per job here before, 4.0 to 5.2 now.
 func TestARunningJobHoldsAFourKiBStack(t *testing.T) {
 	if raceEnabled {
 		t.Skip("frame sizes under the race detector are not a release's")
 	}
-	const jobs = 40
-	m, base := startBerthAt(t, "[autoscaler]\nmax_instances = 2\ncapacity_per_instance = 20\n")
+	const jobs = 80
+	m, base := startBerthAt(t, "[autoscaler]\nmax_instances = 4\ncapacity_per_instance = 20\n")
 	admin, err := api.ReadTokenFile(api.TokenPath(m.cfg.StateDir))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestARunningJobHoldsAFourKiBStack(t *testing.T) {
 	after := stackInUse()
 	perJob := float64(after-before) / jobs
 	t.Logf("goroutine stacks: %d KiB before the jobs, %d KiB with %d running: %.1f KiB per job", before>>10, after>>10, jobs, perJob/1024)
-	if perJob > 6.5*1024 {
+	if perJob > 7*1024 {
 		t.Errorf("%.1f KiB of goroutine stack per running job; want about 4: are the frames a job's goroutine holds while its script runs (runJob, executor.Running.Wait) larger again?", perJob/1024)
 	}
 }
