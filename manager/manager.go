@@ -823,8 +823,7 @@ type envState struct {
 // 800 bytes) is in use. Blocked under runJob, execute and runScript
 // (4.9 KiB down to the netpoller) a job's stack stayed 8 KiB, or 16 KiB
 // when it grew while the job started; under runJob and Wait (about 1 KiB)
-// it comes back to 4 KiB. The heap goal counts stacks too, so each KiB
-// of stack is about two of RSS.
+// it comes back to 4 KiB (manager/stack_test.go).
 func (m *Manager) runJob(ctx context.Context, key string, job jobsource.Job) {
 	defer m.jobs.Done()
 	r := m.beginJob(ctx, key, job)
