@@ -204,55 +204,7 @@ func Output(ctx context.Context, ci provider.ConnectInfo, script string, timeout
 //
 // Run returns only once nothing more will be written to cmd.Output.
 func (r *Runner) Run(ctx context.Context, ci provider.ConnectInfo, cmd Command) (exitCode int, err error) {
-	input, err := scriptInput(cmd)
-	if err != nil {
-		return -1, err
-	}
-	runCtx, cancel := ctx, context.CancelFunc(func() {})
-	if cmd.Timeout > 0 {
-		runCtx, cancel = context.WithTimeoutCause(ctx, cmd.Timeout, errCommandTimeout)
-	}
-	defer cancel()
-
-	c, err := r.open(runCtx, ci)
-	if err != nil {
-		if runCtx.Err() != nil {
-			return -1, stopError(runCtx, ci, cmd)
-		}
-		return -1, err
-	}
-	defer c.close()
-	for _, kv := range cmd.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		// Refusals are expected (AcceptEnv); the exports in the script
-		// cover them.
-		c.setenv(k, v)
-	}
-	out := &syncWriter{w: cmd.Output}
-	if out.w == nil {
-		out.w = io.Discard
-	}
-	var stdin io.Reader = strings.NewReader(input)
-	remote := wrapperCommand
-	if cmd.remote != "" {
-		remote, stdin = cmd.remote, cmd.stdin
-	}
-	if err := c.start(remote, stdin, out, out); err != nil {
-		if errors.Is(err, provider.ErrLocalExecUnavailable) {
-			// Nothing was sent, stdin untouched: over SSH then.
-			ci.Local = nil
-			return r.Run(ctx, ci, cmd)
-		}
-		return -1, &SystemError{Instance: ci.ID, Op: "start script", Err: err}
-	}
-	waitErr, killed := r.wait(runCtx, c)
-	if killed {
-		return -1, stopError(runCtx, ci, cmd)
-	}
-	if werr := out.writeErr(); werr != nil {
-		r.logger().Warn("job output dropped after a write error", "instance", ci.ID, "err", werr)
-	}
-	return exitResult(ci, waitErr, c.lost())
+	return r.Start(ctx, ci, cmd).Wait()
 }
 
 // openSession opens a session on a connection to ci (see conn.go). A

@@ -15,13 +15,18 @@ import (
 
 // runScript runs one script of a job: in the job's image through berth's
 // job runner on the instance when the job names one, as a plain command
-// otherwise.
-func (m *Manager) runScript(ctx context.Context, ci provider.ConnectInfo, spec jobsource.Spec, cmd executor.Command) (int, error) {
+// otherwise (the after_script; the script itself starts in startScript).
+func (m *Manager) runScript(ctx context.Context, ci *provider.ConnectInfo, spec *jobsource.Spec, cmd *executor.Command) (int, error) {
+	if spec.Image != nil || len(spec.Services) > 0 {
+		return m.runInImage(ctx, ci, spec, cmd)
+	}
+	return m.runner.Run(ctx, *ci, *cmd)
+}
+
+// runInImage runs one script of a job in the job's image.
+func (m *Manager) runInImage(ctx context.Context, ci *provider.ConnectInfo, spec *jobsource.Spec, cmd *executor.Command) (int, error) {
 	if spec.Image == nil {
-		if len(spec.Services) > 0 {
-			return -1, fmt.Errorf("the job names services (%s) but no image: services run only for jobs with an image", serviceNames(spec.Services))
-		}
-		return m.runner.Run(ctx, ci, cmd)
+		return -1, fmt.Errorf("the job names services (%s) but no image: services run only for jobs with an image", serviceNames(spec.Services))
 	}
 	im := m.cfg.Images
 	var svcs []jobroot.Service
@@ -41,14 +46,14 @@ func (m *Manager) runScript(ctx context.Context, ci provider.ConnectInfo, spec j
 		for _, s := range spec.Services {
 			names = append(names, s.Name)
 		}
-		release, err := m.pullOnHost(ctx, ci.ID, names, creds, logOf(cmd))
+		release, err := m.pullOnHost(ctx, ci.ID, names, creds, logOf(*cmd))
 		defer release()
 		if err != nil {
 			return -1, err
 		}
 		settings = hostPulled(settings)
 	}
-	return m.runner.RunInImage(ctx, ci, cmd, executor.ImageJob{
+	return m.runner.RunInImage(ctx, *ci, *cmd, executor.ImageJob{
 		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, Credentials: creds, Services: svcs,
 		Settings: settings,
 	})

@@ -154,6 +154,11 @@ idle_time = %q
 		"berth: %d threads, RSS %.0f MiB (%.0f KiB per running job, %.0f KiB above idle), %d fds (%.2f per job), CPU %.3f cores",
 		jobs, instances, capacity, submitted.Round(time.Millisecond), allRunning.Seconds(),
 		after.threads, float64(after.rss)/(1<<20), perJob/1024, delta/1024, after.fds, float64(after.fds)/float64(jobs), cpu)
+	// File-backed pages (berth's own binary) are clean and shared with the
+	// page cache; the anonymous ones are what the jobs cost.
+	t.Logf("SCALE RSS split: idle %.1f MiB anonymous + %.1f MiB file-backed; running %.1f + %.1f MiB; anonymous above idle %.1f KiB per running job",
+		float64(idle.rssAnon)/(1<<20), float64(idle.rssFile)/(1<<20), float64(after.rssAnon)/(1<<20), float64(after.rssFile)/(1<<20),
+		float64(after.rssAnon-idle.rssAnon)/float64(jobs)/1024)
 	for pid := range sandboxProcesses(d) {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		t.Logf("sandboxes run %s", exe)
@@ -278,6 +283,8 @@ func jobsIn(t *testing.T, d *daemon, state api.JobState) int {
 type procSample struct {
 	threads, fds int
 	rss          int64 // bytes
+	rssAnon      int64 // bytes of rss that are anonymous (heap, stacks)
+	rssFile      int64 // bytes of rss mapped from files (berth's text and data)
 	cpuTicks     int64 // utime+stime in clock ticks
 }
 
@@ -307,6 +314,10 @@ func sampleProc(t *testing.T, pid int) procSample {
 			s.threads = int(n)
 		case "VmRSS":
 			s.rss = n << 10
+		case "RssAnon":
+			s.rssAnon = n << 10
+		case "RssFile":
+			s.rssFile = n << 10
 		}
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
