@@ -8,10 +8,12 @@ import (
 )
 
 // threadsPerSandbox is about how many host task IDs (threads and
-// processes) one sandbox with a running job holds: its PID 1 and its image
-// launcher are Go programs with their runtime threads, plus the job's shell
-// and command. Measured: 16,190 host tasks with 1,000 sandboxes up.
-const threadsPerSandbox = 16
+// processes) one sandbox with a running job holds: its PID 1, a Go program
+// with GOMAXPROCS=1 (7 tasks in an idle sandbox), the job's shell and
+// command, and for image jobs the launcher and the job runner. Measured in
+// wave 5, before the launcher became lazy: 16,190 host tasks with 1,000
+// sandboxes up.
+const threadsPerSandbox = 12
 
 // pidMaxAdvice says how many sandboxes kernel.pid_max leaves room for and,
 // when that is under wantSandboxes, what to do about it. Past the limit the

@@ -7,9 +7,10 @@ func TestPidMaxAdvice(t *testing.T) {
 		pidMax, fits int
 		warn         bool
 	}{
-		{32768, 2048, true},      // the kernel's default: about 2,000 sandboxes
-		{4194304, 262144, false}, // systemd's default
-		{160000, 10000, false},
+		{32768, 2730, true},      // the kernel's default: under 3,000 sandboxes
+		{4194304, 349525, false}, // systemd's default
+		{120000, 10000, false},
+		{119999, 9999, true},
 	} {
 		fits, warn := pidMaxAdvice(c.pidMax)
 		if fits != c.fits || warn != c.warn {
