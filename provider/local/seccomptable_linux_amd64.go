@@ -2,59 +2,11 @@ package local
 
 import "golang.org/x/sys/unix"
 
-// nativeSyscalls is the filter's view of x86_64: the numbers of the system
-// calls it names, from golang.org/x/sys/unix (TestSyscallTable checks them
-// against go-seccomp-bpf's tables). The other architectures take them from
-// that library (seccomptable_other_linux.go); listing them here instead keeps
-// its tables of every architecture, built at start-up, out of every sandbox
-// process.
+// nativeSyscalls is the filter's view of x86_64: the calls both release
+// architectures have (seccomptable_linux.go), plus x86's port I/O.
 func nativeSyscalls() (sysTable, error) {
-	return sysTable{auditArch: unix.AUDIT_ARCH_X86_64, x32: true, numbers: map[string]uint32{
-		"mount":             unix.SYS_MOUNT,
-		"umount2":           unix.SYS_UMOUNT2,
-		"pivot_root":        unix.SYS_PIVOT_ROOT,
-		"open_tree":         unix.SYS_OPEN_TREE,
-		"open_tree_attr":    unix.SYS_OPEN_TREE_ATTR,
-		"move_mount":        unix.SYS_MOVE_MOUNT,
-		"fsopen":            unix.SYS_FSOPEN,
-		"fsconfig":          unix.SYS_FSCONFIG,
-		"fsmount":           unix.SYS_FSMOUNT,
-		"fspick":            unix.SYS_FSPICK,
-		"mount_setattr":     unix.SYS_MOUNT_SETATTR,
-		"ptrace":            unix.SYS_PTRACE,
-		"process_vm_readv":  unix.SYS_PROCESS_VM_READV,
-		"process_vm_writev": unix.SYS_PROCESS_VM_WRITEV,
-		"open_by_handle_at": unix.SYS_OPEN_BY_HANDLE_AT,
-		"kexec_load":        unix.SYS_KEXEC_LOAD,
-		"kexec_file_load":   unix.SYS_KEXEC_FILE_LOAD,
-		"init_module":       unix.SYS_INIT_MODULE,
-		"finit_module":      unix.SYS_FINIT_MODULE,
-		"delete_module":     unix.SYS_DELETE_MODULE,
-		"clock_settime":     unix.SYS_CLOCK_SETTIME,
-		"clock_adjtime":     unix.SYS_CLOCK_ADJTIME,
-		"settimeofday":      unix.SYS_SETTIMEOFDAY,
-		"adjtimex":          unix.SYS_ADJTIMEX,
-		"keyctl":            unix.SYS_KEYCTL,
-		"add_key":           unix.SYS_ADD_KEY,
-		"request_key":       unix.SYS_REQUEST_KEY,
-		"bpf":               unix.SYS_BPF,
-		"perf_event_open":   unix.SYS_PERF_EVENT_OPEN,
-		"userfaultfd":       unix.SYS_USERFAULTFD,
-		"io_uring_setup":    unix.SYS_IO_URING_SETUP,
-		"io_uring_enter":    unix.SYS_IO_URING_ENTER,
-		"io_uring_register": unix.SYS_IO_URING_REGISTER,
-		"reboot":            unix.SYS_REBOOT,
-		"swapon":            unix.SYS_SWAPON,
-		"swapoff":           unix.SYS_SWAPOFF,
-		"syslog":            unix.SYS_SYSLOG,
-		"acct":              unix.SYS_ACCT,
-		"quotactl":          unix.SYS_QUOTACTL,
-		"lookup_dcookie":    unix.SYS_LOOKUP_DCOOKIE,
-		"socket":            unix.SYS_SOCKET,
-		"unshare":           unix.SYS_UNSHARE,
-		"clone":             unix.SYS_CLONE,
-		"clone3":            unix.SYS_CLONE3,
-		"iopl":              unix.SYS_IOPL,
-		"ioperm":            unix.SYS_IOPERM,
-	}}, nil
+	numbers := releaseSyscalls()
+	numbers["iopl"] = unix.SYS_IOPL
+	numbers["ioperm"] = unix.SYS_IOPERM
+	return sysTable{auditArch: unix.AUDIT_ARCH_X86_64, x32: true, numbers: numbers}, nil
 }
