@@ -1180,6 +1180,11 @@ func (p *Provider) Recycle(ctx context.Context, id string) error {
 		return nil
 	}
 	defer p.lock(id)()
+	// PID 1 holds its end of the exec socket until it exits, so a broken
+	// socket means it is gone even before the reaper has seen it.
+	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || !p.runningNow(id, m) {
+		err = fmt.Errorf("%w; %s", err, deathSummary(p.instDir(id)))
+	}
 	if kerr := p.kill(m); kerr != nil {
 		return fmt.Errorf("local provider: recycle %s: %w; killing it failed too: %v", id, err, kerr)
 	}

@@ -55,7 +55,7 @@ func (e *execHost) SendExec(msg []byte, fds []int) error {
 		return err
 	}
 	if serr != nil {
-		return errors.New("the sandbox's init process does not take commands any more (it stopped): " + serr.Error())
+		return fmt.Errorf("the sandbox's init process does not take commands any more (it stopped): %w", serr)
 	}
 	return nil
 }

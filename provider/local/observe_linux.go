@@ -27,6 +27,8 @@ type observed struct {
 	m         *meta
 	ready     bool // the ready file was seen non-empty for this meta
 	thawed    bool // the cgroup was seen (or made) not frozen for this meta
+	// deathLogged says the sandbox's end was logged (once per instance).
+	deathLogged bool
 	// mine says that this process wrote this meta.json (saveMeta). One
 	// state directory belongs to one berth process, and every write of
 	// meta.json goes through saveMeta, so a listing trusts what this
@@ -178,6 +180,12 @@ func (p *Provider) observe(id string) (provider.State, bool) {
 	if !p.runningNow(id, m) {
 		if m.PID == 0 && time.Since(m.StartedAt) < bootTimeout {
 			return booting, true
+		}
+		if m.PID != 0 && !o.deathLogged {
+			o.deathLogged = true
+			tail, hint := deathNote(p.instDir(id))
+			p.log.Warn("sandbox ended without berth stopping it; its instance is replaced and a job on it fails as lost",
+				"id", id, "pid", m.PID, "log_tail", tail, "hint", hint)
 		}
 		return provider.StateTimeout, true
 	}
