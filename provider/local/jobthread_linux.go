@@ -3,6 +3,7 @@ package local
 import (
 	"fmt"
 	"runtime"
+	"sync"
 )
 
 // jobThread is the one thread of PID 1 that starts processes. It carries
@@ -67,4 +68,28 @@ func (s *jobThread) seal() error {
 		return fmt.Errorf("apply the seccomp filter to PID 1's own threads: %w", err)
 	}
 	return nil
+}
+
+// spareThreads makes the Go runtime start n more threads now and keep them
+// idle, for later. A job can fill the sandbox's pids limit (a fork bomb),
+// after which the kernel refuses PID 1 a new thread, and a Go runtime that
+// cannot start a thread it needs aborts: the sandbox would die with its
+// job. With GOMAXPROCS=1 the runtime starts few threads at boot and so
+// needs new ones later, under the bomb (TestPidsLimit failed one run in
+// four). Each goroutine below holds a thread of its own until all have
+// one; the runtime keeps idle threads for reuse and never ends them.
+func spareThreads(n int) {
+	var ready, release sync.WaitGroup
+	ready.Add(n)
+	release.Add(1)
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			ready.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	release.Done()
 }

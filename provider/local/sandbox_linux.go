@@ -47,6 +47,10 @@ const (
 // threads that every later pivot_root on the host walks (issue 23).
 var sandboxGOMAXPROCS = "1"
 
+// sandboxSpareThreads is how many idle threads PID 1 starts at boot for
+// later (spareThreads).
+var sandboxSpareThreads = 3
+
 // RunSandboxIfRequested turns the process into a sandbox when it was started
 // by this package, and never returns in that case; otherwise it returns at
 // once. Call it first thing in main and in every TestMain of a package whose
@@ -191,6 +195,7 @@ func runSandbox(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	spareThreads(sandboxSpareThreads)
 	r := newReaper(spawn)
 	go r.run()
 	if cfg.Probe {
