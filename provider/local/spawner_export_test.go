@@ -14,3 +14,11 @@ func SetSpawnerTimeout(d time.Duration) (restore func()) {
 	spawnerTimeout = d
 	return func() { spawnerTimeout = prev }
 }
+
+// SetSpawnerFailureWindow sets how long a spawner failure counts, until
+// the returned restore is called.
+func SetSpawnerFailureWindow(d time.Duration) (restore func()) {
+	prev := spawnerFailureWindow
+	spawnerFailureWindow = d
+	return func() { spawnerFailureWindow = prev }
+}

@@ -152,6 +152,27 @@ func TestHungSpawnerIsKilledAndReplaced(t *testing.T) {
 	}
 }
 
+// Spawner failures far apart do not add up: berth keeps replacing the
+// spawner instead of turning it off for good after the third.
+func TestSpawnerFailuresFarApartDoNotTurnItOff(t *testing.T) {
+	defer local.SetSpawnerFailureWindow(time.Nanosecond)()
+	dir := t.TempDir()
+	p := newGroup(t, dir, "")
+	startOne(t, p)
+	for i := range 4 {
+		dead := local.SpawnerPID(p)
+		if dead == 0 {
+			t.Fatalf("after %d spawner deaths far apart, no spawner runs: berth turned it off", i)
+		}
+		syscall.Kill(dead, syscall.SIGKILL)
+		waitExited(t, dead)
+		id := startOne(t, p)
+		if got, want := parentOf(t, readMeta(t, dir, id).PID), local.SpawnerPID(p); want == 0 || got != want {
+			t.Fatalf("death %d: the new sandbox's parent is %d, want a new spawner (%d)", i+1, got, want)
+		}
+	}
+}
+
 // BERTH_LOCAL_SPAWNER=off makes berth start sandboxes itself.
 func TestSpawnerOff(t *testing.T) {
 	t.Setenv("BERTH_LOCAL_SPAWNER", "off")

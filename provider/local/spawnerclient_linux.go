@@ -179,12 +179,19 @@ func (s *spawner) spawn(cmd *exec.Cmd) (int, int, error) {
 	return reply.PID, got[0], nil
 }
 
+// spawnerFailureWindow is how long a spawner failure counts towards
+// spawnerMaxFailures: three failures in a row of bad luck turn the spawner
+// off, three over weeks of running (a spawner killed by hand, an OOM kill)
+// do not.
+var spawnerFailureWindow = time.Hour
+
 // spawners is the provider's spawner, started on first use.
 type spawners struct {
-	mu       sync.Mutex
-	cur      *spawner
-	failures int
-	off      bool // berth forks sandboxes itself from now on
+	mu          sync.Mutex
+	cur         *spawner
+	failures    int       // within spawnerFailureWindow of lastFailure
+	lastFailure time.Time // when the last one failed
+	off         bool      // berth forks sandboxes itself from now on
 }
 
 // spawnerFor returns a running spawner for exe, starting one when there is none
@@ -231,7 +238,11 @@ func (p *Provider) spawnerFor(exe string) *spawner {
 // p.spawners.mu.
 func (p *Provider) spawnerLost(s *spawner, why error) {
 	sp := &p.spawners
+	if time.Since(sp.lastFailure) > spawnerFailureWindow {
+		sp.failures = 0
+	}
 	sp.failures++
+	sp.lastFailure = time.Now()
 	s.stop(true)
 	if sp.failures >= spawnerMaxFailures {
 		sp.off = true
