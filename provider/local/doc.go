@@ -27,8 +27,8 @@
 // the sandboxes and exits when berth's end of the socket closes. A spawner
 // that dies or stops answering for 30 s is killed and replaced with one log
 // line (the sandbox it was starting fails and is cleaned up); after three
-// failures within an hour, when it cannot start, or with BERTH_LOCAL_SPAWNER=off, berth
-// starts sandboxes itself.
+// failures within an hour, when it cannot start, or with
+// BERTH_LOCAL_SPAWNER=off, berth starts sandboxes itself.
 //
 // # What a job sees and may do
 //
