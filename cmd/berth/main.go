@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-ci/berth/internal/buildinfo"
+	"github.com/berth-ci/berth/internal/cloexec"
 	"github.com/berth-ci/berth/provider/local"
 	_ "github.com/berth-ci/berth/provider/sim" // registers provider "sim"
 )
@@ -17,6 +18,8 @@ import (
 func main() {
 	// A sandbox of the local provider is this same binary, re-executed.
 	local.RunSandboxIfRequested()
+	// No descriptor berth inherited may reach its plugins or sandboxes.
+	_ = cloexec.Inherited()
 	root := &cobra.Command{
 		Use:           "berth",
 		Short:         "Run CI jobs on an autoscaled fleet of instances",

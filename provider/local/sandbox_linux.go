@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-ci/berth/internal/cloexec"
 	"github.com/berth-ci/berth/internal/logging"
 	"github.com/berth-ci/berth/jobroot"
 )
@@ -108,9 +109,8 @@ func runSandbox(log *slog.Logger) error {
 	// Before anything starts a process: no job may inherit a descriptor
 	// this process got, neither berth's sockets (disk poller, exec) nor
 	// whatever berth itself inherited without close-on-exec from its own
-	// parent (seen: a pipe of `go test`). Descriptors meant for a child
-	// are passed explicitly (os.ProcAttr.Files), which this does not stop.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+	// parent (seen: a pipe of `go test`).
+	if err := cloexec.Inherited(); err != nil {
 		log.Warn("cannot mark inherited descriptors close-on-exec (kernel before 5.11?); jobs may inherit some", "err", err)
 	}
 	// Nothing the sandbox starts may inherit berth's disk poller socket.

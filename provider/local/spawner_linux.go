@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
+	"github.com/berth-ci/berth/internal/cloexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,7 +89,7 @@ func runSpawner(v string) int {
 	os.Unsetenv(spawnerEnv)
 	// Descriptors berth inherited without close-on-exec (under go test, a
 	// pipe at fd 251) reached the spawner too; no sandbox may get them.
-	keepOnlyStdio(sock)
+	cloexec.Inherited() // sock included: a sandbox gets exactly what berth sends
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "berth sandbox spawner: %v\n", err)
@@ -125,22 +124,6 @@ func runSpawner(v string) int {
 			return 0
 		}
 	}
-}
-
-// keepOnlyStdio marks every descriptor from 3 up close-on-exec (sock
-// included): a sandbox gets exactly the descriptors berth sends.
-func keepOnlyStdio(sock int) {
-	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err == nil {
-		return
-	}
-	// Before Linux 5.11: one by one.
-	entries, _ := os.ReadDir("/proc/self/fd")
-	for _, e := range entries {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= 3 {
-			unix.CloseOnExec(fd)
-		}
-	}
-	unix.CloseOnExec(sock)
 }
 
 // receivedFDs parses the descriptors of one message.
