@@ -18,7 +18,7 @@ import (
 	"github.com/berth-ci/berth/internal/sshdtest"
 )
 
-// The README's commands are run as a script would run them, so that the
+// The README's and docs/' commands are run as a script would run them, so that the
 // docs and the code cannot drift apart: every ```sh block preceded by a
 // line <!-- walk: NAME --> belongs to walk NAME; a marked ```toml block is
 // a config file the reader writes: it is saved as ~/berth.toml and must
@@ -36,16 +36,30 @@ import (
 // its default address run in a private network namespace, so they need
 // root (as CI has).
 
-// readmeWalks returns the marked blocks of README.md by walk name.
+// readmeWalks returns the marked blocks of README.md and of every page in
+// docs/ by walk name, so that a walk can live on the page that explains it.
 func readmeWalks(t *testing.T) map[string][]string {
 	t.Helper()
-	f, err := os.Open("../../README.md")
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	walks := map[string][]string{}
+	for _, page := range append([]string{"../../README.md"}, pages...) {
+		pageWalks(t, page, walks)
+	}
+	return walks
+}
+
+// pageWalks adds the marked blocks of one Markdown page to walks.
+func pageWalks(t *testing.T, page string, walks map[string][]string) {
+	t.Helper()
+	f, err := os.Open(page)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	marker := regexp.MustCompile(`^<!-- walk: ([a-z0-9-]+)\b.*-->$`)
-	walks := map[string][]string{}
 	sc := bufio.NewScanner(f)
 	var name string
 	var block []string
@@ -65,7 +79,7 @@ func readmeWalks(t *testing.T) map[string][]string {
 		case name != "" && (line == "```sh" || line == "```toml"):
 			inBlock, toml = true, line == "```toml"
 		case name != "" && strings.TrimSpace(line) != "":
-			t.Fatalf("README: the marker of walk %q must be followed by a ```sh or ```toml block, found %q", name, line)
+			t.Fatalf("%s: the marker of walk %q must be followed by a ```sh or ```toml block, found %q", filepath.Base(page), name, line)
 		default:
 			if m := marker.FindStringSubmatch(line); m != nil {
 				name = m[1]
@@ -75,7 +89,6 @@ func readmeWalks(t *testing.T) map[string][]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return walks
 }
 
 // walkScript turns a walk's lines into a bash script.
