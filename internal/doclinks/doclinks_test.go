@@ -1,0 +1,111 @@
+package doclinks
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRepositoryLinks checks every link of the README and of docs/*.md.
+func TestRepositoryLinks(t *testing.T) {
+	root := "../.."
+	pages := []string{"README.md"}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		pages = append(pages, filepath.ToSlash(strings.TrimPrefix(d, root+"/")))
+	}
+	if len(pages) < 10 {
+		t.Fatalf("found only %v: is the test run from internal/doclinks?", pages)
+	}
+	problems, err := Check(root, pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestREADMEIsAFrontPage keeps the README short: the details belong on the
+// pages in docs/ it links to, and every page there is reachable from it.
+func TestREADMEIsAFrontPage(t *testing.T) {
+	text, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(text), "\n"); n > 400 {
+		t.Errorf("README.md has %d lines; keep it a front page of at most 400 and move details into docs/", n)
+	}
+	linked := map[string]bool{}
+	for _, l := range Links(string(text)) {
+		file, _, _ := strings.Cut(l.Target, "#")
+		linked[file] = true
+	}
+	docs, _ := filepath.Glob("../../docs/*.md")
+	for _, d := range docs {
+		name := "docs/" + filepath.Base(d)
+		if name != "docs/README.md" && !linked[name] {
+			t.Errorf("%s is not linked from README.md: a reader of the front page cannot find it", name)
+		}
+	}
+}
+
+func TestSlug(t *testing.T) {
+	for _, c := range []struct{ heading, want string }{
+		{"Quickstart (two commands)", "quickstart-two-commands"},
+		{"`[images]`: jobs that name an image", "images-jobs-that-name-an-image"},
+		{"5. Reliability round 2 (issue 19)", "5-reliability-round-2-issue-19"},
+		{"Suspended tier, prediction and target_wait", "suspended-tier-prediction-and-target_wait"},
+		{"Invariants I1–I8", "invariants-i1i8"},
+		{"Use [AWS](aws.md) now", "use-aws-now"},
+		{"Größe ändern", "größe-ändern"},
+	} {
+		if got := Slug(c.heading); got != c.want {
+			t.Errorf("Slug(%q) = %q, want %q", c.heading, got, c.want)
+		}
+	}
+}
+
+func TestAnchorsNumberRepeatedHeadings(t *testing.T) {
+	a := Anchors("# A\n## Figures\ntext\n## Figures\n```sh\n# not a heading\n```\n## Figures\n<a name=\"here\"></a>\n")
+	for _, want := range []string{"a", "figures", "figures-1", "figures-2", "here"} {
+		if !a[want] {
+			t.Errorf("no anchor %q in %v", want, a)
+		}
+	}
+	if a["not-a-heading"] {
+		t.Error("a comment in a code block became an anchor")
+	}
+}
+
+func TestCheckFindsBrokenLinks(t *testing.T) {
+	root := t.TempDir()
+	os.Mkdir(filepath.Join(root, "docs"), 0o755)
+	os.WriteFile(filepath.Join(root, "README.md"), []byte(strings.Join([]string{
+		"# Front",
+		"[ok](docs/a.md) [ok anchor](docs/a.md#the-part) [self](#front) [web](https://example.com/x#y)",
+		"[gone](docs/missing.md) [bad anchor](docs/a.md#no-such-part) [bad self](#nowhere)",
+		"`[in code](docs/missing.md)`",
+		"```",
+		"[in a fence](docs/missing.md)",
+		"```",
+		"[out](../elsewhere.md) ![img](docs/pic.png)",
+	}, "\n")), 0o644)
+	os.WriteFile(filepath.Join(root, "docs", "a.md"), []byte("# A\n## The part\n[back](../README.md#front)\n"), 0o644)
+	problems, err := Check(root, []string{"README.md", "docs/a.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.Link)
+	}
+	want := "docs/missing.md docs/a.md#no-such-part #nowhere ../elsewhere.md docs/pic.png"
+	if strings.Join(got, " ") != want {
+		t.Errorf("broken links found: %q, want %q\n%v", strings.Join(got, " "), want, problems)
+	}
+}
