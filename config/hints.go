@@ -31,7 +31,7 @@ var runnerHints = map[string]map[string]string{
 	},
 	"autoscaler": {
 		"plugin": `did you mean "provider"? This is GitLab Runner's name; NAME finds the plugin binary berth-provider-NAME (GitLab's fleeting plugins are not berth plugins; ` +
-			`see the README's "Provider plugins")`,
+			`see docs/plugins.md)`,
 		"plugin_config": `did you mean "provider_config"? This is GitLab Runner's name; [autoscaler.provider_config] is passed to the provider as JSON`,
 		"connector_config": "berth logs in over SSH with the user, key and host key the provider reports; remove it " +
 			"(a login user or key, if your provider takes one, goes in [autoscaler.provider_config])",
@@ -41,6 +41,23 @@ var runnerHints = map[string]map[string]string{
 			"(a plugin that learns of readiness sooner pushes it with the Watch stream)",
 		"update_interval_when_expecting": "berth lists the provider every 2 s, which is not configurable; remove it",
 	},
+}
+
+// policyKeys are the keys of an [[autoscaler.policy]] period. GitLab
+// Runner's docs and berth's older samples put idle_count and idle_time
+// where a reader looks first, [autoscaler] or the top level; "unknown key"
+// there would not say that they exist one table further down.
+var policyKeys = []string{"periods", "timezone", "idle_count", "idle_time", "scale_factor", "scale_factor_limit",
+	"preemptive_mode", "suspended_idle_time", "suspended_idle_count", "target_wait"}
+
+func init() {
+	for _, table := range []string{"", "autoscaler"} {
+		for _, k := range policyKeys {
+			runnerHints[table][k] = "it is a policy setting: put it in an [[autoscaler.policy]] period " +
+				"(a line [[autoscaler.policy]], then " + k + " = ...; the last period whose periods match the time applies; " +
+				"see docs/configuration.md)"
+		}
+	}
 }
 
 // runnerHint returns what to write instead of the GitLab Runner key k in

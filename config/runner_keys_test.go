@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -147,4 +148,52 @@ func selfSignedPEM(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// A policy key where a reader looks first ([autoscaler], the top level) is
+// sent to [[autoscaler.policy]], not left as "unknown key".
+func TestPolicyKeysOutsideAPolicyGetHints(t *testing.T) {
+	for _, tt := range []struct{ name, toml, key string }{
+		{"idle_time in autoscaler", "[autoscaler]\nidle_time = \"20m\"\n", "autoscaler.idle_time"},
+		{"idle_count in autoscaler", "[autoscaler]\nidle_count = 2\n", "autoscaler.idle_count"},
+		{"target_wait at top", "\ntarget_wait = \"15s\"\n", "target_wait"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wantIssue(t, tt.toml, tt.key, 2, "put it in an [[autoscaler.policy]] period")
+		})
+	}
+	// Every key the hint names is one a policy period takes.
+	c, err := Parse([]byte("[[autoscaler.policy]]\n"+strings.Join([]string{
+		`periods = ["* * * * *"]`, `timezone = "UTC"`, "idle_count = 1", `idle_time = "20m"`, "scale_factor = 0.0",
+		"scale_factor_limit = 0", "preemptive_mode = false", `suspended_idle_time = "0s"`, "suspended_idle_count = 0", `target_wait = "0s"`,
+	}, "\n")+"\n"), "berth.toml")
+	if err != nil {
+		t.Fatalf("a policy with every hinted key: %v (%+v)", err, c)
+	}
+	if len(policyKeys) != 10 {
+		t.Errorf("policyKeys has %d keys; the test above writes 10: keep them in step", len(policyKeys))
+	}
+}
+
+// Hints send the reader to documentation pages that exist (a hint once
+// named a README section that had never been there).
+func TestHintsPointToExistingDocs(t *testing.T) {
+	ref := regexp.MustCompile(`docs/[a-z0-9-]+\.md`)
+	n := 0
+	for table, hints := range runnerHints {
+		for k, h := range hints {
+			if strings.Contains(h, "README") {
+				t.Errorf("hint for %s.%s names the README, which is a front page: name a docs/ page: %s", table, k, h)
+			}
+			for _, page := range ref.FindAllString(h, -1) {
+				n++
+				if _, err := os.Stat(filepath.Join("..", page)); err != nil {
+					t.Errorf("hint for %s.%s points to %s: %v", table, k, page, err)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no hint points to a docs page: the test checks nothing")
+	}
 }

@@ -22,3 +22,5 @@ done
 systemctl daemon-reload
 systemctl enable --now berth
 echo "berth is running: systemctl status berth; journalctl -u berth -f"
+echo "its API token is /var/lib/berth/api-token (root only): 'sudo berth submit --wait -- make test' finds it;"
+echo "give a user a token of their own with 'sudo berth token add NAME' (docs/install.md)"

@@ -2,7 +2,7 @@
 # Builds the release tarballs: static linux/amd64 and linux/arm64 binaries of
 # berth, berth-sandbox (the lean binary the local provider starts sandboxes
 # from; berth uses it only when it is this same build) and the provider
-# plugins, with the licence, README, systemd unit and example config, and a
+# plugins, with the licence, README and docs/, systemd unit and example config, and a
 # SHA256SUMS file.
 #
 #   packaging/release.sh v1.2.3            # → dist/berth_v1.2.3_linux_{amd64,arm64}.tar.gz, dist/SHA256SUMS
@@ -27,6 +27,8 @@ for arch in $archs; do
     CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/$cmd" "./cmd/$cmd"
   done
   cp LICENSE README.md packaging/berth.service packaging/berth.toml packaging/install.sh "$out/"
+  # The README is a front page; its links lead into docs/.
+  cp -r docs "$out/docs"
   # Reproducible archives: fixed owner, order and times.
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="$date" -C dist -czf "dist/$name.tar.gz" "$name"
   rm -rf "$out"

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-ci/berth/api"
-	"github.com/berth-ci/berth/config"
 )
 
 func newTokenCmd() *cobra.Command {
@@ -29,12 +28,12 @@ only its own jobs and environments.`,
   berth token list
   berth token remove alice     # revokes it at once`,
 	}
-	cmd.PersistentFlags().StringVar(&stateDir, "state-dir", "", "berth's state directory (default ~/.local/state/berth)")
+	cmd.PersistentFlags().StringVar(&stateDir, "state-dir", "", "berth's state directory (default $"+stateDirEnv+", else ~/.local/state/berth when berth ran there, else "+installedStateDir+" when readable)")
 	dir := func() string {
 		if stateDir != "" {
 			return stateDir
 		}
-		return config.DefaultStateDir()
+		return localStateDir()
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "add NAME",

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-ci/berth/api"
-	"github.com/berth-ci/berth/config"
 )
 
 // connFlags are how submit, jobs, logs and instances reach the server:
@@ -25,19 +24,19 @@ func (f *connFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.server, "server", "", fmt.Sprintf("berth server URL (default $%s or %s)", api.ServerEnv, api.DefaultServer))
 	fl.StringVar(&f.token, "token", "", fmt.Sprintf("API token (default $%s, else the api-token file of the state directory); other users see it in ps: prefer --token-file or $%s", api.TokenEnv, api.TokenEnv))
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (mode 0600), instead of --token")
-	fl.StringVar(&f.stateDir, "state-dir", "", "state directory of the local berth run whose api-token to send (default ~/.local/state/berth)")
+	fl.StringVar(&f.stateDir, "state-dir", "", "state directory of the local berth run whose api-token to send (default $"+stateDirEnv+", else ~/.local/state/berth when berth ran there, else "+installedStateDir+" when readable)")
 }
 
 // client returns an API client with the token from --token, --token-file, $BERTH_TOKEN or
 // the state directory's api-token file. The file of the default state
-// directory is read only for a server on this machine, so a token never
+// directory (localStateDir) is read only for a server on this machine, so a token never
 // travels to a remote server nobody named it for; --state-dir names it
 // explicitly.
 func (f *connFlags) client() (*api.Client, error) {
 	c := api.NewClient(f.server)
 	dir := f.stateDir
 	if dir == "" && isLocalServer(c.BaseURL) {
-		dir = config.DefaultStateDir()
+		dir = localStateDir()
 	}
 	flag := f.token
 	if f.tokenFile != "" {

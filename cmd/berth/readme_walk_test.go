@@ -187,7 +187,7 @@ func TestREADMEWalks(t *testing.T) {
 	walks := readmeWalks(t)
 	for _, want := range []string{"quickstart", "plugin", "aws"} {
 		if len(walks[want]) == 0 {
-			t.Errorf("README has no block marked <!-- walk: %s -->", want)
+			t.Errorf("neither README.md nor docs/*.md has a block marked <!-- walk: %s -->", want)
 		}
 	}
 	netnsOK := os.Geteuid() == 0 && exec.Command("unshare", "--net", "true").Run() == nil
