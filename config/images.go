@@ -18,7 +18,7 @@ type Images struct {
 	AllowedImages []string
 	// PullPolicy (key pull_policy) is "always", "if-not-present" or "never".
 	PullPolicy string
-	// CacheSize (key cache_size, e.g. "20GB") bounds the unpacked image
+	// CacheSize (key cache_size, e.g. "20GiB") bounds the unpacked image
 	// cache of each instance; least recently used images are evicted past
 	// it. 0 is no bound.
 	CacheSize int64
@@ -31,7 +31,7 @@ type Images struct {
 const DefaultPullPolicy = "if-not-present"
 
 // DefaultCacheSize bounds each instance's image cache when cache_size is
-// not set.
+// not set: 20 GiB (docs/config.md says "20GiB"; a test keeps them equal).
 const DefaultCacheSize = 20 << 30
 
 func (d *decoder) images(t *table, im *Images) {
@@ -61,7 +61,9 @@ func (d *decoder) images(t *table, im *Images) {
 	t.finish()
 }
 
-// parseSize reads "512MB", "20GB", "1GiB" or a plain byte count.
+// parseSize reads "512MB", "20GB", "1GiB" or a plain byte count: KB, MB,
+// GB and TB are powers of 1000 (as disks are sold), KiB, MiB, GiB and TiB
+// powers of 1024 (as df -h shows them).
 func parseSize(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	units := []struct {
@@ -78,7 +80,7 @@ func parseSize(s string) (int64, error) {
 	}
 	n, err := strconv.ParseFloat(s, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf(`must be a size such as "20GB", "512MiB" or "0" for no limit`)
+		return 0, fmt.Errorf(`must be a size such as "20GiB" (GiB, MiB: powers of 1024), "20GB" (GB, MB: powers of 1000) or "0" for no limit`)
 	}
 	return int64(n * float64(mult)), nil
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -21,7 +23,7 @@ func TestImagesTable(t *testing.T) {
 	}
 	for _, tc := range []struct{ toml, key, msg string }{
 		{"[images]\npull_policy = \"sometimes\"\n", "images.pull_policy", "if-not-present"},
-		{"[images]\ncache_size = \"lots\"\n", "images.cache_size", "20GB"},
+		{"[images]\ncache_size = \"lots\"\n", "images.cache_size", `"20GiB" (GiB, MiB: powers of 1024)`},
 		{"[images]\ninsecure_registries = [\"http://reg:5000/x\"]\n", "images.insecure_registries[0]", "host:port"},
 		{"[images]\npull_polcy = \"never\"\n", "images.pull_polcy", "pull_policy"},
 	} {
@@ -30,5 +32,27 @@ func TestImagesTable(t *testing.T) {
 		if !errors.As(err, &le) || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%q: %v, want an issue at %s saying %q", tc.toml, err, tc.key, tc.msg)
 		}
+	}
+}
+
+// cache_size's units mean what they say, and the default docs/config.md
+// states is the default berth uses (the docs once said "20GB" for 20 GiB).
+func TestCacheSizeUnitsAndDocumentedDefault(t *testing.T) {
+	for s, want := range map[string]int64{"20GiB": 20 << 30, "20GB": 20e9, "512MiB": 512 << 20, "512MB": 512e6, "1.5GiB": 3 << 29, "0": 0, "4096": 4096} {
+		if got, err := parseSize(s); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	docs, err := os.ReadFile("../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^\\| `cache_size` \\| `([^`]+)` \\|").FindSubmatch(docs)
+	if m == nil {
+		t.Fatal("docs/config.md has no row for cache_size with its default")
+	}
+	documented, err := parseSize(string(m[1]))
+	if err != nil || documented != DefaultCacheSize {
+		t.Errorf("docs/config.md gives cache_size's default as %q = %d bytes (%v); berth's is %d", m[1], documented, err, int64(DefaultCacheSize))
 	}
 }

@@ -13,7 +13,11 @@ version=${1:?usage: packaging/release.sh VERSION (e.g. v1.2.3)}
 archs=${ARCHS:-amd64 arm64}
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain 2>/dev/null)" ]; then commit="$commit-dirty"; fi
-date=$(git log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ)
+# The commit's date, not the build's: two builds of one commit are the same
+# bytes, and `berth version` calls it the commit date. Outside git there is
+# no commit: the date is "unknown" and the archive's times are the build's.
+date=$(git log -1 --format=%cI 2>/dev/null || true)
+mtime=${date:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
 pkg=github.com/berth-ci/berth/internal/buildinfo
 ldflags="-s -w -X $pkg.version=$version -X $pkg.commit=$commit -X $pkg.date=$date"
 
@@ -30,7 +34,7 @@ for arch in $archs; do
   # The README is a front page; its links lead into docs/.
   cp -r docs "$out/docs"
   # Reproducible archives: fixed owner, order and times.
-  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="$date" -C dist -czf "dist/$name.tar.gz" "$name"
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" -C dist -czf "dist/$name.tar.gz" "$name"
   rm -rf "$out"
 done
 (cd dist && sha256sum ./*.tar.gz | sed 's| \./| |' > SHA256SUMS)

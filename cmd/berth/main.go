@@ -39,7 +39,7 @@ func main() {
 		newConfigCmd(),
 		&cobra.Command{
 			Use:   "version",
-			Short: "Print berth's version, commit and build date",
+			Short: "Print berth's version, commit and the commit's date",
 			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "berth", buildinfo.Read()) },
 		},
 	)

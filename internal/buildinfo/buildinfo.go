@@ -1,5 +1,5 @@
 // Package buildinfo says which berth is running: the version, commit and
-// build date that `berth version`, the berth_build_info metric and the
+// commit date that `berth version`, the berth_build_info metric and the
 // runner registration with GitLab report.
 package buildinfo
 
@@ -26,8 +26,9 @@ type Info struct {
 	// Commit is the git revision, with "-dirty" when the tree had changes,
 	// or "unknown".
 	Commit string
-	// Date is when the commit was made (or the release built), RFC 3339, or
-	// "unknown".
+	// Date is when the commit was made, RFC 3339, or "unknown". It is the
+	// commit's date, not the build's, so that two builds of one commit are
+	// the same bytes (reproducible releases); `berth version` says so.
 	Date string
 	// GoVersion is the toolchain that built the binary.
 	GoVersion string
@@ -35,7 +36,7 @@ type Info struct {
 
 // String is the line `berth version` prints.
 func (i Info) String() string {
-	return i.Version + " (commit " + i.Commit + ", built " + i.Date + ", " + i.GoVersion + ")"
+	return i.Version + " (commit " + i.Commit + ", commit date " + i.Date + ", " + i.GoVersion + ")"
 }
 
 // Read returns this binary's build info.

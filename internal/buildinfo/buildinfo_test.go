@@ -23,6 +23,15 @@ func TestACheckoutBuildReportsItsCommitAndDirtyTree(t *testing.T) {
 	}
 }
 
+// The date is the commit's, and the line says so: a reader must not take
+// it for the time the binary was built.
+func TestStringNamesTheDateForWhatItIs(t *testing.T) {
+	got := Info{Version: "v1.2.3", Commit: "abc", Date: "2026-12-01T00:00:00Z", GoVersion: "go1.26.8"}.String()
+	if want := "v1.2.3 (commit abc, commit date 2026-12-01T00:00:00Z, go1.26.8)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
 func TestReadNeverLeavesAFieldEmpty(t *testing.T) {
 	i := Read()
 	if i.Version == "" || i.Commit == "" || i.Date == "" || i.GoVersion == "" {
