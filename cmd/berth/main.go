@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-ci/berth/internal/buildinfo"
 	"github.com/berth-ci/berth/internal/cloexec"
+	"github.com/berth-ci/berth/internal/logging"
 	"github.com/berth-ci/berth/provider/local"
 	_ "github.com/berth-ci/berth/provider/sim" // registers provider "sim"
 )
@@ -45,7 +46,7 @@ func main() {
 	)
 	if err := root.Execute(); err != nil {
 		if _, quiet := err.(exitError); !quiet {
-			fmt.Fprintln(os.Stderr, "berth:", err)
+			logging.Exit(os.Stderr, err) // a JSON line when berth run logs JSON
 		}
 		os.Exit(exitCode(err))
 	}

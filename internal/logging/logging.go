@@ -46,9 +46,35 @@ func New(w io.Writer, s Settings) (*slog.Logger, error) {
 	case "", FormatText:
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case FormatJSON:
+		opts.ReplaceAttr = secondsForDurations
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("log format %q: want %q or %q", s.Format, FormatText, FormatJSON)
+}
+
+// secondsForDurations writes durations in JSON as seconds (a float), the
+// unit Prometheus and most log queries use; slog's JSON handler would write
+// nanoseconds as an integer ("queue_wait":71440545), which nobody reads
+// right. Text lines keep Go's "71.44ms", which people do read right.
+func secondsForDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.Float64Value(a.Value.Duration().Seconds())
+	}
+	return a
+}
+
+// Exit writes err, the reason berth exits with an error, as its last line
+// on w: a JSON object like every other line when the last Setup chose JSON
+// (a log shipper reading journald parses the line that matters most), else
+// "berth: " and the error, for people.
+func Exit(w io.Writer, err error) {
+	if strings.EqualFold(current.Format, FormatJSON) {
+		if log, e := New(w, Settings{Format: FormatJSON}); e == nil {
+			log.Error("berth exits with an error", "err", err.Error())
+			return
+		}
+	}
+	fmt.Fprintln(w, "berth:", err)
 }
 
 // Setup makes s the process's default (slog.SetDefault, which also routes
