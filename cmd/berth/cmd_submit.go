@@ -50,7 +50,7 @@ image:), --service REF[=ALIAS] starts a sibling container (services:).`,
   berth submit --wait --resume KEY -- 'make test'   # runs on that environment
   berth submit - < ci.sh
   berth submit --wait --image golang:1.22 -- 'go version'`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needScript,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			script := strings.Join(args, " ")
 			if len(args) == 1 && args[0] == "-" {
@@ -115,6 +115,18 @@ image:), --service REF[=ALIAS] starts a sibling container (services:).`,
 	f.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait: the final job on stdout, the log on stderr)")
 	f.BoolVar(&raw, "raw", false, "with --wait: pass the log's terminal escape sequences through (by default only colours pass)")
 	return cmd
+}
+
+// needScript refuses a submit without a script, saying what to write
+// (cobra's own "requires at least 1 arg(s)" does not).
+func needScript(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return nil
+	}
+	return errors.New("no script to run: write the job's commands after --, e.g.\n" +
+		"  berth submit --wait -- 'echo hello from $(hostname)'\n" +
+		"or read them from a file with\n" +
+		"  berth submit --wait - < ci.sh")
 }
 
 // waitForJob follows the log until the job ends and turns the outcome into

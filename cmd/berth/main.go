@@ -27,6 +27,8 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Every subcommand inherits it: a mistyped flag gets the closest one.
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newRunCmd(),
 		newSubmitCmd(),
