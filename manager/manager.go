@@ -1087,7 +1087,7 @@ func warnIsolatedGitLab(cfg *config.Config, log *slog.Logger) {
 	}
 	for _, s := range cfg.Sources {
 		if s.Kind == config.SourceGitLab {
-			log.Warn(`GitLab jobs clone their repository over the network, but local sandboxes have none with network = "isolated" (the default); set network = "host" in [autoscaler.provider_config] (see the README's "Security model"), or GIT_STRATEGY: none for jobs that need no sources`, "source", s.String())
+			log.Warn(`GitLab jobs clone their repository over the network, but local sandboxes have none with network = "isolated" (the default); set network = "host" in [autoscaler.provider_config] (see docs/security-model.md), or GIT_STRATEGY: none for jobs that need no sources`, "source", s.String())
 			return
 		}
 	}

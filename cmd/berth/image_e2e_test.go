@@ -35,7 +35,7 @@ func TestSubmitWithImage(t *testing.T) {
 }
 
 // TestImagePickupFigures times `berth submit --wait` of a `true` job on a
-// warm instance, with a cached image and without one (the README's
+// warm instance, with a cached image and without one (docs/images.md's
 // figures). Skipped unless BERTH_IMAGE_PICKUP=1: it measures, it does not
 // check.
 func TestImagePickupFigures(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 )
 
 // `berth provider test NAME` finds the provider as `provider = NAME` does:
-// the README runs `berth provider test berth-provider-aws` for a plugin on
+// docs/aws.md runs `berth provider test berth-provider-aws` for a plugin on
 // PATH, which used to be read as a file in the current directory.
 func TestProviderTestResolvesNamesLikeTheConfig(t *testing.T) {
 	sim := pluginBin(t, "cmd/berth-provider-sim", "berth-provider-sim")
@@ -28,7 +28,7 @@ func TestProviderTestResolvesNamesLikeTheConfig(t *testing.T) {
 			t.Errorf("provider test %s: exit %d, want %q in\n%s", arg, code, want, out)
 		}
 	}
-	// On $PATH, as the README's AWS section has it.
+	// On $PATH, as docs/aws.md has it.
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if out, code := providerTest(t, "--skip-ssh", "berth-provider-fakecloud"); code != 0 || !strings.Contains(out, "provider plugin fakecloud") {
 		t.Errorf("plugin on PATH: exit %d\n%s", code, out)

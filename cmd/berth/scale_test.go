@@ -30,7 +30,7 @@ import (
 //
 // It is skipped by default: 1,000 sandboxes take minutes and gigabytes. It
 // checks nothing but that every job runs; the figures are for people (see
-// README.md, "Scale"). BERTH_SCALE_THROTTLE sets scale_throttle's limit and
+// docs/scale.md). BERTH_SCALE_THROTTLE sets scale_throttle's limit and
 // burst (default 1000 instances per second, so that the throttle is not
 // what is measured). BERTH_SCALE_WARM=1 boots every sandbox first (an
 // idle_count policy, as a warm pool keeps them) and measures from the

@@ -31,7 +31,7 @@ import (
 //     (sampled all along) nor on disk (sandbox directories).
 //
 // It is skipped by default (minutes of wall time); BERTH_SOAK_SEED fixes the
-// random choices. See README.md, "Soak test".
+// random choices. See docs/reliability.md, "Soak test".
 func TestSoak(t *testing.T) {
 	cycles, _ := strconv.Atoi(os.Getenv("BERTH_SOAK"))
 	if cycles <= 0 {

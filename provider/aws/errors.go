@@ -68,7 +68,7 @@ func mapErr(err error) error {
 	code, msg := ae.ErrorCode(), ae.ErrorMessage()
 	switch {
 	case code == "AccessDenied" || code == "AccessDeniedException" || code == "UnauthorizedOperation" || strings.HasSuffix(code, ".Unauthorized"):
-		return fmt.Errorf("%w: %s is not allowed (%s); add %q to the IAM policy of the role or user berth runs as (README \"Use with AWS\" lists them all): %w", ErrPermission, op, code, action, err)
+		return fmt.Errorf("%w: %s is not allowed (%s); add %q to the IAM policy of the role or user berth runs as (docs/aws.md lists them all): %w", ErrPermission, op, code, action, err)
 	case code == "InvalidClientTokenId" || code == "SignatureDoesNotMatch" || code == "ExpiredToken" || code == "MissingAuthenticationToken" || code == "AuthFailure" || code == "UnrecognizedClientException":
 		return fmt.Errorf("%w: AWS refused the credentials for %s (%s); refresh them or check the profile: %w", ErrCredentials, op, code, err)
 	case code == "Throttling" || code == "ThrottlingException" || code == "RequestLimitExceeded" || code == "TooManyRequestsException":
