@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,19 @@ func flagError(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%s; if it is the script's, put -- before the script, e.g. berth submit --wait -- 'make -j4 test'%s", msg, help)
 	}
 	return fmt.Errorf("%s%s", msg, help)
+}
+
+// argCountRE matches cobra's argument-count errors ("accepts 1 arg(s),
+// received 0"), which do not say what the arguments are.
+var argCountRE = regexp.MustCompile(`^(accepts|requires|accepts between|received) .*arg\(s\)`)
+
+// withUsage adds the command's usage line to an argument-count error, so
+// that `berth logs` says it wants a job ID.
+func withUsage(cmd *cobra.Command, err error) error {
+	if cmd == nil || !argCountRE.MatchString(err.Error()) {
+		return err
+	}
+	return fmt.Errorf("%w; usage: %s (%s --help says more)", err, cmd.UseLine(), cmd.CommandPath())
 }
 
 // closestFlag returns the flag of cmd (its own and inherited) whose name is

@@ -22,6 +22,8 @@ func TestCommandLineSlipsSayWhatToType(t *testing.T) {
 		{[]string{"submit", "make", "-j4"}, []string{"put -- before the script"}},
 		{[]string{"jobs", "--jsno"}, []string{"did you mean --json?", "berth jobs --help"}},
 		{[]string{"run", "--cofnig", "x.toml"}, []string{"did you mean --config?"}},
+		{[]string{"logs"}, []string{"usage: berth logs ID"}},
+		{[]string{"token", "add"}, []string{"usage: berth token add NAME"}},
 	} {
 		cmd := exec.Command(berthBin, tc.args...)
 		cmd.Env = append(cmd.Environ(), "BERTH_SERVER=http://127.0.0.1:1") // nothing listens: a slip must not get that far

@@ -46,7 +46,8 @@ func main() {
 			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "berth", buildinfo.Read()) },
 		},
 	)
-	if err := root.Execute(); err != nil {
+	if cmd, err := root.ExecuteC(); err != nil {
+		err = withUsage(cmd, err)
 		if _, quiet := err.(exitError); !quiet {
 			logging.Exit(os.Stderr, err) // a JSON line when berth run logs JSON
 		}
