@@ -1,7 +1,8 @@
 // Package doclinks checks the links between berth's Markdown pages (the
 // README and docs/*.md): every relative link must name a file or directory
 // of the repository, and every #anchor a heading of its page, by GitHub's
-// rules for heading anchors. The README is a front page that sends readers
+// rules for heading anchors; and a code block marked
+// <!-- copy of: PATH --> must be that file as it is. The README is a front page that sends readers
 // into docs/, so a link that goes nowhere is a reader lost; a test runs
 // Check over the repository.
 package doclinks
@@ -208,4 +209,43 @@ func Slug(heading string) string {
 		}
 	}
 	return b.String()
+}
+
+var copyRE = regexp.MustCompile(`^<!-- copy of: (\S+) -->$`)
+
+// Copies returns a problem for every code block of page marked
+// <!-- copy of: PATH --> (on the line before its fence) whose text is not
+// PATH's, relative to root: a copy shown to readers must not drift from
+// the file that is built and tested.
+func Copies(root, page string) ([]Problem, error) {
+	text, err := os.ReadFile(filepath.Join(root, page))
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(string(text), "\n")
+	var problems []Problem
+	for i := 0; i < len(lines); i++ {
+		m := copyRE.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		if i+1 >= len(lines) || fenceOf(lines[i+1]) == "" {
+			problems = append(problems, Problem{Page: page, Line: i + 1, Link: m[1], Why: "the marker must be followed by a code block"})
+			continue
+		}
+		var block []string
+		j := i + 2
+		for ; j < len(lines) && fenceOf(lines[j]) == ""; j++ {
+			block = append(block, lines[j])
+		}
+		want, err := os.ReadFile(filepath.Join(root, m[1]))
+		switch {
+		case err != nil:
+			problems = append(problems, Problem{Page: page, Line: i + 1, Link: m[1], Why: err.Error()})
+		case strings.Join(block, "\n")+"\n" != string(want):
+			problems = append(problems, Problem{Page: page, Line: i + 1, Link: m[1], Why: "the code block differs from the file: copy the file into the page again"})
+		}
+		i = j
+	}
+	return problems, nil
 }

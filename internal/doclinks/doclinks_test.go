@@ -25,8 +25,35 @@ func TestRepositoryLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	copies := 0
+	for _, page := range pages {
+		c, err := Copies(root, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems = append(problems, c...)
+		text, _ := os.ReadFile(filepath.Join(root, page))
+		copies += strings.Count(string(text), "<!-- copy of: ")
+	}
 	for _, p := range problems {
 		t.Error(p)
+	}
+	if copies == 0 {
+		t.Error("no page marks a copy of a file: the plugin example of docs/plugins.md should be one")
+	}
+}
+
+func TestCopiesFindsADriftedCopy(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
+	page := "# P\n<!-- copy of: main.go -->\n```go\npackage main\n\nfunc main() {}\n```\n<!-- copy of: main.go -->\n```go\npackage main\n```\n"
+	os.WriteFile(filepath.Join(root, "p.md"), []byte(page), 0o644)
+	problems, err := Copies(root, "p.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 1 || problems[0].Line != 8 {
+		t.Errorf("problems %v, want one: the second, shortened copy at line 8", problems)
 	}
 }
 

@@ -1,5 +1,5 @@
-// Command berth-provider-static is the minimal provider plugin of the
-// README: a fixed pool of machines you already run, reached over SSH.
+// Command berth-provider-static is the minimal provider plugin of
+// docs/plugins.md: a fixed pool of machines you already run, reached over SSH.
 // Increase hands out free machines, Decrease takes them back. It cannot
 // know the machines' host keys, so berth trusts each key on first use and
 // records it.
