@@ -72,11 +72,26 @@ func TestREADMEIsAFrontPage(t *testing.T) {
 		file, _, _ := strings.Cut(l.Target, "#")
 		linked[file] = true
 	}
+	index, err := os.ReadFile("../../docs/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexed := map[string]bool{}
+	for _, l := range Links(string(index)) {
+		file, _, _ := strings.Cut(l.Target, "#")
+		indexed[file] = true
+	}
 	docs, _ := filepath.Glob("../../docs/*.md")
 	for _, d := range docs {
 		name := "docs/" + filepath.Base(d)
-		if name != "docs/README.md" && !linked[name] {
+		if name == "docs/README.md" {
+			continue
+		}
+		if !linked[name] {
 			t.Errorf("%s is not linked from README.md: a reader of the front page cannot find it", name)
+		}
+		if !indexed[filepath.Base(d)] {
+			t.Errorf("%s is not linked from docs/README.md, the index of docs/", name)
 		}
 	}
 }
