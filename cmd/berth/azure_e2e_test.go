@@ -220,28 +220,37 @@ func TestAzureChaosThrottlingKill9AndListingLag(t *testing.T) {
 	throttled := make(chan struct{})
 	go func() {
 		defer close(throttled)
-		for {
-			f.Throttle("", 4) // one more than the SDK's retries
+		for i := 0; ; i++ {
+			// Mostly fewer 429s than the SDK retries, so calls succeed
+			// late; now and then more, so one fails and berth retries
+			// it on its next cycle.
+			// Throttle adds to what is left, so the bursts are spread
+			// wider than berth's calls.
+			n := 2
+			if i%3 == 2 {
+				n = 4
+			}
+			f.Throttle("", n)
 			select {
 			case <-stopThrottle:
 				return
-			case <-time.After(700 * time.Millisecond):
+			case <-time.After(3 * time.Second):
 			}
 		}
 	}()
 	var ids []string
-	submit := func(n int) {
-		for i := range n {
-			ids = append(ids, d.submit("--", fmt.Sprintf("sleep 0.$((RANDOM %% 5)); echo job %d on $(basename $HOME)", len(ids)+i)))
+	submit := func(n int, sleep string) {
+		for range n {
+			ids = append(ids, d.submit("--", fmt.Sprintf("sleep %s; echo job %d on $(basename $HOME)", sleep, len(ids))))
 		}
 	}
 
 	// Throttling and listing lag.
-	submit(6)
+	submit(6, "0.$((RANDOM % 5))")
 	d.waitJobs(3*time.Minute, ids...)
 
 	// kill -9 of the plugin while jobs run; berth restarts it.
-	submit(6)
+	submit(6, "2")
 	waitFor(t, time.Minute, "a job to run", func() bool {
 		for _, id := range ids[6:] {
 			if d.job(id).State == api.JobRunning {
@@ -260,7 +269,7 @@ func TestAzureChaosThrottlingKill9AndListingLag(t *testing.T) {
 	})
 
 	// kill -9 of berth at a random moment of the next jobs.
-	submit(6)
+	submit(6, "1.$((RANDOM % 5))")
 	time.Sleep(time.Duration(rand.IntN(2000)) * time.Millisecond)
 	d.kill9()
 	d.start()
