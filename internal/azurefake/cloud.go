@@ -431,3 +431,31 @@ func (c *Cloud) authorized(user string, key ssh.PublicKey) bool {
 	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(c.opts.AuthorizedKey))
 	return err == nil && string(k.Marshal()) == string(key.Marshal())
 }
+
+// Evict evicts a Spot instance as Azure does when it needs the capacity
+// back: with eviction policy Delete the instance is deleted and the
+// capacity lowered by one (the set does not replace it); with Deallocate it
+// is deallocated and keeps its place.
+func (c *Cloud) Evict(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advanceLocked()
+	if !c.opts.Spot {
+		return fmt.Errorf("azurefake: the set is not Spot; only Spot instances are evicted")
+	}
+	for _, in := range c.instances {
+		if in.Name != name || in.Gone || in.Provisioning == ProvisioningDeleting {
+			continue
+		}
+		now := time.Now()
+		if c.opts.EvictionPolicy == "Deallocate" {
+			c.stopSSHLocked(in)
+			c.transitionLocked(in, ProvisioningSucceeded, PowerDeallocated, 0, now)
+			return nil
+		}
+		c.capacity--
+		c.deleteLocked(in, now)
+		return nil
+	}
+	return fmt.Errorf("azurefake: no instance %s in the set", name)
+}

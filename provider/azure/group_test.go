@@ -317,3 +317,25 @@ func TestArch(t *testing.T) {
 		}
 	}
 }
+
+// A Spot instance evicted (policy Delete) leaves the set: berth sees it
+// deleted, and the set launches nothing in its place on its own.
+func TestSpotEvictionIsADeletion(t *testing.T) {
+	opts := quick
+	opts.Spot = true
+	f := fakeAzure(t, opts)
+	g, _ := f.newGroup(t, nil)
+	g.Increase(context.Background(), 2)
+	id := f.Options().ScaleSet + "_0"
+	eventually(t, "two running", func() bool { return count(listing(t, g), provider.StateRunning) == 2 })
+	if err := f.Evict(id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, id+" reported deleted", func() bool { return listing(t, g)[id] == provider.StateDeleted })
+	if c, n := f.Capacity(), len(f.Instances()); c != 1 || n != 2 {
+		t.Errorf("after the eviction: capacity %d, %d launched in all; want 1 and 2", c, n)
+	}
+	if _, err := g.ConnectInfo(context.Background(), id); !errors.Is(err, ErrUnknownInstance) {
+		t.Errorf("ConnectInfo of the evicted instance: %v; want ErrUnknownInstance", err)
+	}
+}
