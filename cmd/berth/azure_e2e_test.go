@@ -300,3 +300,30 @@ func TestAzureChaosThrottlingKill9AndListingLag(t *testing.T) {
 	}
 	t.Logf("%d jobs, %d succeeded; %d instances launched in all; most held at once %d", len(jobs), ok, len(f.Instances()), live)
 }
+
+// A parked environment survives kill -9 of the plugin and of berth while
+// its deallocation is in flight: the restarted plugin lists the instance
+// as it is (deallocating, then deallocated) and the resume finds the files.
+func TestAzureParkedEnvironmentSurvivesKill9WhileSuspending(t *testing.T) {
+	f := startAzureFake(t, azurefake.Options{BootTime: 300 * time.Millisecond, StartTime: 300 * time.Millisecond,
+		DeallocateTime: 2 * time.Second, DeleteTime: 200 * time.Millisecond, PollInterval: 100 * time.Millisecond}, nil)
+	d := azureDaemon(t, f, "max_instances = 2")
+	out, errOut, code := d.berth("submit", "--wait", "--suspend", "--", `echo parked > $HOME/marker; basename $HOME`)
+	m := envKeyLine.FindStringSubmatch(errOut)
+	if code != 0 || m == nil {
+		t.Fatalf("submit --suspend: exit %d: %s", code, errOut)
+	}
+	host := strings.TrimSpace(out)
+	if err := syscall.Kill(d.health().Plugin.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.kill9()
+	if in, _ := f.Instance(host); in.Power == azurefake.PowerDeallocated {
+		t.Logf("the deallocation of %s finished before the kills", host)
+	}
+	d.start()
+	out, errOut, code = d.berth("submit", "--wait", "--resume", m[1], "--", `cat $HOME/marker; basename $HOME`)
+	if code != 0 || out != "parked\n"+host+"\n" {
+		t.Fatalf("resume after kill -9: exit %d, output %q (want parked and %s), stderr %s", code, out, host, errOut)
+	}
+}
