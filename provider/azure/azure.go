@@ -65,10 +65,11 @@ type Group struct {
 	scaleMu sync.Mutex
 
 	mu         sync.Mutex
-	seen       map[string]bool   // instances listed since start
-	hostKeys   map[string]string // host keys learnt, by instance
-	resuming   map[string]bool   // Resume calls in flight
-	suspending map[string]bool   // deallocations not yet finished
+	seen       map[string]time.Time // instances listed since start, and when first
+	hostKeys   map[string]string    // host keys learnt, by instance
+	resuming   map[string]bool      // Resume calls in flight
+	suspending map[string]int       // deallocations not yet finished, by sequence number
+	suspendSeq int
 }
 
 // New returns an uninitialised group; Init configures it from
@@ -76,7 +77,7 @@ type Group struct {
 // (main is sdk.Serve(azure.New())) and for tests alike.
 func New() *Group {
 	return &Group{log: slog.Default().With("provider", "azure"), now: time.Now,
-		seen: map[string]bool{}, hostKeys: map[string]string{}, resuming: map[string]bool{}, suspending: map[string]bool{}}
+		seen: map[string]time.Time{}, hostKeys: map[string]string{}, resuming: map[string]bool{}, suspending: map[string]int{}}
 }
 
 // cloudConfig is the cloud the config names, with its endpoint and

@@ -130,8 +130,15 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 	var out []entry
 	g.mu.Lock()
 	for id, s := range listed {
+		if _, ok := g.seen[id]; !ok {
+			g.seen[id] = now
+		}
+		if s.created.IsZero() {
+			// No timeCreated (older API versions, some images): the
+			// ready timeout counts from when berth first saw it.
+			s.created = g.seen[id]
+		}
 		st := mapState(s, g.inFlightLocked(id), now, g.cfg.InstanceReadyTimeout)
-		g.seen[id] = true
 		out = append(out, entry{id, st})
 	}
 	for id := range g.seen {
@@ -153,7 +160,7 @@ func (g *Group) inFlightLocked(id string) op {
 	switch {
 	case g.resuming[id]:
 		return opResume
-	case g.suspending[id]:
+	case g.suspending[id] != 0:
 		return opSuspend
 	}
 	return opNone

@@ -20,6 +20,16 @@ func (g *Group) setInFlight(m map[string]bool, id string, on bool) {
 	g.mu.Unlock()
 }
 
+// endSuspending forgets the deallocation in flight on id: the one
+// numbered seq, or any with seq 0.
+func (g *Group) endSuspending(id string, seq int) {
+	g.mu.Lock()
+	if seq == 0 || g.suspending[id] == seq {
+		delete(g.suspending, id)
+	}
+	g.mu.Unlock()
+}
+
 // eachInstance runs one (a suspend or resume) on each of ids and returns
 // those it succeeded for.
 func (g *Group) eachInstance(ctx context.Context, verb string, ids []string, one func(ctx context.Context, id, num string) error) ([]string, error) {
@@ -58,9 +68,13 @@ func (g *Group) Suspend(ctx context.Context, ids []string) ([]string, error) {
 		if err != nil {
 			return g.mapErr("deallocate", err)
 		}
-		g.setInFlight(g.suspending, id, true)
+		g.mu.Lock()
+		g.suspendSeq++
+		seq := g.suspendSeq
+		g.suspending[id] = seq
+		g.mu.Unlock()
 		go func() {
-			defer g.setInFlight(g.suspending, id, false)
+			defer g.endSuspending(id, seq)
 			if _, err := p.PollUntilDone(g.bg, &runtime.PollUntilDoneOptions{Frequency: pollFrequency}); err != nil && g.bg.Err() == nil {
 				g.log.Warn("deallocation failed; the instance is listed as it is, and a repeated Suspend tries again", "id", id, "err", g.mapErr("deallocate", err))
 				return
@@ -81,6 +95,9 @@ func (g *Group) Resume(ctx context.Context, ids []string) ([]string, error) {
 	return g.eachInstance(ctx, "resume", ids, func(ctx context.Context, id, num string) error {
 		g.setInFlight(g.resuming, id, true)
 		defer g.setInFlight(g.resuming, id, false)
+		// A start supersedes a deallocation whose poller has not
+		// noticed its end yet.
+		g.endSuspending(id, 0)
 		p, err := g.sets.BeginStart(ctx, g.cfg.ResourceGroup, g.cfg.Name,
 			&armcompute.VirtualMachineScaleSetsClientBeginStartOptions{VMInstanceIDs: g.instanceIDs(num)})
 		if err != nil {
