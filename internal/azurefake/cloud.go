@@ -334,7 +334,7 @@ func (c *Cloud) finishLocked(in *Instance) {
 	}
 }
 
-// live lists the instances the set counts against its capacity: every one
+// liveLocked lists the instances the set counts against its capacity: every one
 // not deleting or gone, deallocated ones included (as Azure counts them).
 func (c *Cloud) liveLocked() []*Instance {
 	var live []*Instance
@@ -359,7 +359,7 @@ func (c *Cloud) convergeLocked(now time.Time) {
 	}
 }
 
-// transition starts a state change that ends after d (at once when d is 0).
+// transitionLocked starts a state change that ends after d (at once when d is 0).
 func (c *Cloud) transitionLocked(in *Instance, prov, power string, d time.Duration, now time.Time) {
 	in.Provisioning, in.Power = prov, power
 	in.until = now.Add(d)
