@@ -339,3 +339,24 @@ func TestSpotEvictionIsADeletion(t *testing.T) {
 		t.Errorf("ConnectInfo of the evicted instance: %v; want ErrUnknownInstance", err)
 	}
 }
+
+// A resume supersedes a deallocation whose poller has not yet seen it end:
+// once Resume returned, the instance is listed running, not suspending.
+func TestResumeSupersedesADeallocationStillPolled(t *testing.T) {
+	f := fakeAzure(t, quick)
+	g, _ := f.newGroup(t, map[string]any{"suspend": true})
+	g.Increase(context.Background(), 1)
+	id := f.Options().ScaleSet + "_0"
+	eventually(t, "running", func() bool { return listing(t, g)[id] == provider.StateRunning })
+	g.Suspend(context.Background(), []string{id})
+	eventually(t, "suspended", func() bool { return listing(t, g)[id] == provider.StateSuspended })
+	g.mu.Lock()
+	g.suspending[id] = -1 // a deallocation poller that has not noticed the end yet
+	g.mu.Unlock()
+	if acc, err := g.Resume(context.Background(), []string{id}); err != nil || len(acc) != 1 {
+		t.Fatalf("Resume = %v, %v", acc, err)
+	}
+	if st := listing(t, g)[id]; st != provider.StateRunning {
+		t.Errorf("after Resume returned, %s is %s; want running", id, st)
+	}
+}
