@@ -327,3 +327,44 @@ func TestAzureParkedEnvironmentSurvivesKill9WhileSuspending(t *testing.T) {
 		t.Fatalf("resume after kill -9: exit %d, output %q (want parked and %s), stderr %s", code, out, host, errOut)
 	}
 }
+
+// A Spot instance evicted under a running job (eviction policy Delete):
+// the job ends as a failure with a reason, and the next job runs on a new
+// instance; the set holds nothing berth does not know.
+func TestAzureSpotEvictionEndsTheJobAndBerthReplacesTheInstance(t *testing.T) {
+	f := startAzureFake(t, azurefake.Options{Spot: true, BootTime: 300 * time.Millisecond, DeleteTime: 200 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond}, map[string]any{"suspend": false})
+	d := azureDaemon(t, f, "max_instances = 2\n[[autoscaler.policy]]\nidle_count = 0\nidle_time = \"2s\"")
+	long := d.submit("--", "echo started; sleep 60")
+	var inst string
+	waitFor(t, time.Minute, "the job to run", func() bool {
+		j := d.job(long)
+		inst = j.Instance
+		out, _, _ := d.berth("logs", long)
+		return j.State == api.JobRunning && strings.Contains(out, "started")
+	})
+	if err := f.Evict(inst); err != nil {
+		t.Fatal(err)
+	}
+	if j := d.waitJobs(time.Minute, long)[0]; j.State != api.JobFailed || j.Reason == "" {
+		t.Errorf("job on the evicted instance: %s (%q); want failed with a reason", j.State, j.Reason)
+	}
+	// berth hands an instance whose job lost its connection to the next
+	// job until a listing shows it gone (a job submitted at once fails
+	// as a system failure: "unknown instance"); wait for the listing.
+	waitFor(t, time.Minute, "berth to see "+inst+" gone", func() bool {
+		for _, in := range d.instances() {
+			if in.ID == inst {
+				return false
+			}
+		}
+		return true
+	})
+	out, errOut, code := d.berth("submit", "--wait", "--", "basename $HOME")
+	if code != 0 || strings.TrimSpace(out) == inst {
+		t.Fatalf("next job: exit %d, ran on %q (evicted %s): %s", code, out, inst, errOut)
+	}
+	waitFor(t, time.Minute, "the scale set to be empty", func() bool {
+		return len(f.Live()) == 0 && f.Capacity() == 0 && len(d.instances()) == 0
+	})
+}
