@@ -8,6 +8,10 @@ type Image struct {
 	Entrypoint []string
 	// Credentials are registry logins that came with the job.
 	Credentials []RegistryCredential
+	// Binds are directories of the instance the job sees at the same path
+	// in its image (GitLab: a configured builds dir, where berth fetched
+	// the sources outside the image).
+	Binds []string
 }
 
 // RegistryCredential is a registry login (GitLab sends the job's own).

@@ -55,7 +55,7 @@ func (m *Manager) runInImage(ctx context.Context, ci *provider.ConnectInfo, spec
 	}
 	return m.runner.RunInImage(ctx, *ci, *cmd, executor.ImageJob{
 		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, Credentials: creds, Services: svcs,
-		Settings: settings,
+		Settings: settings, Binds: spec.Image.Binds,
 	})
 }
 

@@ -1181,7 +1181,8 @@ func (run *scriptRun) stop() {
 func (m *Manager) endRun(ctx context.Context, r *jobRun, run *scriptRun, code int, err error) jobsource.Result {
 	res := scriptResult(ctx, run, r.acq, code, err)
 	spec := &r.spec
-	if spec.AfterScript != "" && (res.Failure != jobsource.FailureCanceled || run.graceful.Load()) && res.Failure != jobsource.FailureSystem {
+	if spec.AfterScript != "" && (res.Failure != jobsource.FailureCanceled || run.graceful.Load()) && res.Failure != jobsource.FailureSystem &&
+		res.Failure != jobsource.FailureImagePull { // no image, nothing to run it in
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 		after := executor.Command{Script: spec.AfterScript, Env: spec.Env, Output: r.job.Log()}
 		_, aerr := m.runScript(actx, &r.acq.Connect, spec, &after)

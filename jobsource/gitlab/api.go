@@ -88,9 +88,12 @@ type jobStep struct {
 }
 
 type jobPayload struct {
-	ID      int64  `json:"id"`
-	Token   string `json:"token"`
-	JobInfo struct {
+	ID    int64  `json:"id"`
+	Token string `json:"token"`
+	// AllowGitFetch is the project's git strategy: fetch when true, else
+	// clone (GIT_STRATEGY overrides it).
+	AllowGitFetch bool `json:"allow_git_fetch"`
+	JobInfo       struct {
 		Name        string `json:"name"`
 		Stage       string `json:"stage"`
 		ProjectID   int64  `json:"project_id"`
