@@ -1,6 +1,8 @@
 package gitlab
 
 import (
+	"strings"
+
 	"github.com/berth-ci/berth/jobsource"
 )
 
@@ -26,7 +28,10 @@ func payloadImage(p *jobPayload) (*jobsource.Image, []jobsource.Service) {
 	}
 	var svcs []jobsource.Service
 	for _, s := range p.Services {
-		svcs = append(svcs, jobsource.Service{Name: s.Name, Alias: s.Alias, Command: s.Command, Entrypoint: s.Entrypoint})
+		// Several aliases come comma or space separated (GitLab's
+		// service_multiple_aliases); the job runner takes commas.
+		alias := strings.Join(strings.FieldsFunc(s.Alias, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }), ",")
+		svcs = append(svcs, jobsource.Service{Name: s.Name, Alias: alias, Command: s.Command, Entrypoint: s.Entrypoint})
 	}
 	return im, svcs
 }

@@ -37,15 +37,7 @@ type gitOptions struct {
 // gitOptionsOf reads the options from the job's expanded variables. A value
 // GitLab would refuse is an error that names the variable.
 func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
-	get := func(k string) string {
-		v := ""
-		for _, x := range vars {
-			if x.Key == k {
-				v = x.Value
-			}
-		}
-		return strings.TrimSpace(v)
-	}
+	get := func(k string) string { return strings.TrimSpace(lastValue(vars, k)) }
 	o := gitOptions{strategy: "clone", depth: p.GitInfo.Depth, submodules: "none", checkout: true}
 	if p.AllowGitFetch {
 		o.strategy = "fetch"
@@ -102,7 +94,8 @@ func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
 			*a.to = n
 		}
 	}
-	if cp := get("GIT_CLONE_PATH"); cp != "" {
+	// Unexpanded: its $CI_BUILDS_DIR is not a job variable but the runner's.
+	if cp := lastValue(p.Variables, "GIT_CLONE_PATH"); cp != "" {
 		rel, err := clonePath(cp, vars)
 		if err != nil {
 			return o, err
@@ -295,4 +288,16 @@ func serverBase(repo string) string {
 		return repo
 	}
 	return u.Scheme + "://" + u.Host + "/"
+}
+
+// lastValue is the value of variable k; a later definition wins, as in
+// GitLab's payload (job variables after project and group ones).
+func lastValue(vars []jobVariable, k string) string {
+	v := ""
+	for _, x := range vars {
+		if x.Key == k {
+			v = x.Value
+		}
+	}
+	return v
 }
