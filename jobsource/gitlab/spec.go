@@ -144,9 +144,14 @@ func buildSpec(p *jobPayload, buildsDir, projectRel, tmpName string) jobsource.S
 	}
 
 	spec := jobsource.Spec{
-		Script:      launcher(buildsDir, tmpName, main.String()),
-		AfterScript: launcher(buildsDir, tmpName, post.String()),
-		Timeout:     timeout,
+		Script:  launcher(buildsDir, tmpName, main.String()),
+		Timeout: timeout,
+	}
+	if hasAfter && len(after.Script) > 0 {
+		// Without after_script nothing runs after the script: its temp
+		// dir (file variables) goes with the builds dir in Collect, and an
+		// image job does not start its image a second time.
+		spec.AfterScript = launcher(buildsDir, tmpName, post.String())
 	}
 	spec.Image, spec.Services = payloadImage(p)
 	if spec.Image != nil && buildsDir != "" {
