@@ -37,8 +37,8 @@ func TestGitLabDockerPipeline(t *testing.T) {
 	}
 
 	b := job("build", "build", []string{
-		"! command -v git",       // the image has no git
-		"cat README",             // yet the sources are there
+		"! command -v git", // the image has no git
+		"cat README",       // yet the sources are there
 		`test "$PWD" = "$CI_PROJECT_DIR"`,
 		"mkdir -p out-$CI_JOB_ID tmp .cache",
 		"echo built > out-$CI_JOB_ID/result.txt",
