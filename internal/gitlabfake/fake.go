@@ -128,6 +128,8 @@ type JobSpec struct {
 	// Image is image:name (nil image when empty); Services are services:.
 	Image    string
 	Services []Service
+	// ImagePullPolicy is image:pull_policy.
+	ImagePullPolicy []string
 	// AllowGitFetch is the project's git strategy (fetch when true).
 	AllowGitFetch bool
 }
@@ -860,7 +862,7 @@ func (j *Job) imagePayload() any {
 	if j.spec.Image == "" {
 		return nil
 	}
-	return map[string]any{"name": j.spec.Image, "entrypoint": nil}
+	return map[string]any{"name": j.spec.Image, "entrypoint": nil, "pull_policy": j.spec.ImagePullPolicy}
 }
 
 func (j *Job) servicesPayload() []map[string]any {

@@ -128,7 +128,7 @@ type jobPayload struct {
 	Steps     []jobStep     `json:"steps"`
 	// Image, Services and Credentials are GitLab's image:, services: and
 	// the registry logins it hands the runner (see image.go).
-	Image       *api.Image      `json:"image,omitempty"`
+	Image       *jobImage       `json:"image,omitempty"`
 	Services    []api.Service   `json:"services,omitempty"`
 	Credentials []jobCredential `json:"credentials,omitempty"`
 	Features    struct {

@@ -62,6 +62,9 @@ type Config struct {
 	// BuildsDir is where jobs check out sources on the instance; default
 	// $HOME/builds, evaluated on the instance.
 	BuildsDir string
+	// AllowedPullPolicies are the pull policies a job's image:pull_policy
+	// may ask for; nil refuses every job that asks for one.
+	AllowedPullPolicies []string
 	// Cache keeps the jobs' cache: archives between instances; nil turns
 	// cache: off (jobs that ask for it are told so in their log).
 	Cache cache.Store

@@ -279,3 +279,30 @@ func zipNames(t *testing.T, data []byte) []string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A job's image:pull_policy is honoured within the admin's allowed list:
+// the first allowed one is used; a job asking only for others fails at
+// once as runner_configuration_error, saying what to change.
+func TestImagePullPolicy(t *testing.T) {
+	im := &jobImage{Name: "busybox", PullPolicy: []string{"always", "if-not-present"}}
+	if p, err := pullPolicy(im, []string{"if-not-present"}); p != "if-not-present" || err != nil {
+		t.Errorf("pullPolicy = %q, %v", p, err)
+	}
+	if p, err := pullPolicy(&jobImage{Name: "busybox"}, nil); p != "" || err != nil {
+		t.Errorf("no pull_policy: %q, %v", p, err)
+	}
+
+	f := newFake(t, gitlabfake.Options{})
+	ok := f.AddJob(gitlabfake.JobSpec{Variables: noGit, Image: "busybox", ImagePullPolicy: []string{"never", "always"}, Script: []string{"true"}})
+	bad := f.AddJob(gitlabfake.JobSpec{Variables: noGit, Image: "busybox", ImagePullPolicy: []string{"never"}, Script: []string{"echo script-ran"}})
+	s := newTestSource(t, f, func(c *Config) { c.AllowedPullPolicies = []string{"if-not-present", "always"} })
+	j := takeJob(t, s)
+	if j.p.ID != ok || j.Spec().Image.PullPolicy != "always" {
+		t.Errorf("job %d: pull policy %q, want always", j.p.ID, j.Spec().Image.PullPolicy)
+	}
+	r := driver{t: t}.run(takeJob(t, s))
+	tr := f.Job(bad).Trace()
+	if strings.Contains(r.output, "script-ran") || f.Job(bad).FailureReason() != "runner_configuration_error" || !strings.Contains(tr, "allowed_pull_policies") {
+		t.Errorf("reason %q:\n%s", f.Job(bad).FailureReason(), tr)
+	}
+}

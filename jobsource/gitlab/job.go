@@ -55,6 +55,7 @@ type Job struct {
 	git     gitOptions
 	gitErr  error
 	tmpName string // the job's temp dir in the builds dir (spec.go)
+	pullErr error  // the job's image:pull_policy is not allowed
 	// failed says why Prepare failed, in GitLab's terms (failure.go).
 	failed atomic.Pointer[prepareError]
 }
@@ -108,6 +109,9 @@ func newJob(s *Source, p *jobPayload) *Job {
 	j.git, j.gitErr = gitOptionsOf(p, expanded)
 	j.tmpName = fmt.Sprintf("berth-gitlab-%d-%s", p.ID, randomString(8))
 	j.spec = buildSpec(p, s.cfg.BuildsDir, j.projectRel(), j.tmpName)
+	if j.spec.Image != nil {
+		j.spec.Image.PullPolicy, j.pullErr = pullPolicy(p.Image, s.cfg.AllowedPullPolicies)
+	}
 	j.writeLine(fmt.Sprintf("Running with berth %s on %s (system ID %s)", s.cfg.Version, s.cfg.Name, s.cfg.SystemID))
 	go j.run(ctx)
 	return j

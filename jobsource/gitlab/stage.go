@@ -66,8 +66,10 @@ func (j *Job) Prepare(ctx context.Context, f jobsource.Files) error {
 }
 
 func (j *Job) prepare(ctx context.Context, f jobsource.Files) error {
-	if j.gitErr != nil {
-		return &prepareError{reason: reasonConfiguration, msg: j.gitErr.Error()}
+	for _, err := range []error{j.gitErr, j.pullErr} {
+		if err != nil {
+			return &prepareError{reason: reasonConfiguration, msg: err.Error()}
+		}
 	}
 	if err := j.unsupported(); err != nil {
 		return &prepareError{reason: reasonUnsupported, msg: err.Error()}
