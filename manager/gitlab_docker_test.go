@@ -127,6 +127,22 @@ insecure_registries = [%q]
 	if a, b := instanceOf(btr), instanceOf(ttr); a == "" || a == b {
 		t.Errorf("build ran on %q and test on %q: want fresh instances", a, b)
 	}
+
+	// An image that cannot be pulled: image_pull_failure, said once, and
+	// no after_script (there is nothing to run it in).
+	mj := job("missing", "test", []string{"true"})
+	mj.Image, mj.AfterScript = host+"/nothing:1", []string{"echo after"}
+	// A GitLab that knows image_pull_failure lists it for the job.
+	mj.FailureReasons = append(append([]string(nil), gitlabfake.DefaultFailureReasons...), "image_pull_failure")
+	missing := fake.AddJob(mj)
+	if err := fake.WaitAllDone(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mtr := fake.Job(missing).Trace()
+	if r := fake.Job(missing).FailureReason(); r != "image_pull_failure" || strings.Contains(mtr, "system failure") ||
+		strings.Contains(mtr, "after_script") || !strings.Contains(mtr, "nothing:1") {
+		t.Errorf("missing image: reason %q, trace:\n%s", r, mtr)
+	}
 	t.Logf("test trace:\n%s", ttr)
 }
 
