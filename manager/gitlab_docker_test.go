@@ -154,3 +154,39 @@ func gunzip(t *testing.T, b []byte) string {
 	out, _ := io.ReadAll(zr)
 	return string(out)
 }
+
+// A configured builds_dir is bound into the image too: the checkout is
+// there for the script, and what the script leaves there is uploaded, not
+// lost in the image's root. (On the local provider it must lie on the
+// instance's disk, /berth: its /tmp is not the image launcher's.)
+func TestGitLabImageJobConfiguredBuildsDir(t *testing.T) {
+	host := imagetest.Registry(t)
+	img := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
+	repo, sha := gitRepo(t)
+	fake := gitlabfake.New(gitlabfake.Options{Token: "glrt-good", TraceUpdateInterval: 1})
+	defer fake.Close()
+	id := fake.AddJob(gitlabfake.JobSpec{RepoURL: repo, Ref: "main", Sha: sha, Image: img,
+		Variables: []gitlabfake.Variable{{Key: "GIT_CONFIG_GLOBAL", Value: strings.TrimPrefix(repo, "file://") + "/jobs.gitconfig"}},
+		Script:    []string{`case "$CI_PROJECT_DIR" in /berth/ci-builds/*) ;; *) exit 7;; esac`, "cat README", "mkdir out", "echo made > out/x"},
+		Artifacts: []gitlabfake.Artifact{{Paths: []string{"out/"}}}})
+	startManager(t, fmt.Sprintf(`
+[[source]]
+kind = "gitlab"
+url = %q
+token = "glrt-good"
+check_interval = "100ms"
+builds_dir = "/berth/ci-builds"
+[autoscaler]
+max_instances = 1
+[autoscaler.provider_config]
+network = "host"
+host_paths = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", %q]
+[images]
+insecure_registries = [%q]
+`, fake.URL(), strings.TrimPrefix(repo, "file://"), host))
+	waitJob(t, fake, id)
+	ups := fake.Job(id).Artifacts()
+	if tr := fake.Job(id).Trace(); len(ups) != 1 || !strings.Contains(tr, "checked out by berth") || !strings.Contains(tr, "out/: found 2 matching") {
+		t.Errorf("%d uploads, trace:\n%s", len(ups), tr)
+	}
+}
