@@ -520,7 +520,7 @@ func (j *Job) resultLine(r jobsource.Result) string {
 		return "ERROR: Job failed (image_pull_failure): " + r.Message
 	default:
 		if pe := j.prepFailure(r); pe != nil && pe.reason != reasonSystem {
-			return fmt.Sprintf("ERROR: Job failed (%s): %s", pe.reason, pe.msg)
+			return fmt.Sprintf("\033[31;1mERROR: Job failed (%s): %s\033[0;m", pe.reason, pe.msg)
 		}
 		where := "before an instance was assigned"
 		if j.instance != "" {

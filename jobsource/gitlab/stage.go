@@ -60,8 +60,8 @@ func (j *Job) Prepare(ctx context.Context, f jobsource.Files) error {
 	if !ok {
 		pe = &prepareError{reason: reasonSystem, msg: err.Error()}
 	}
+	// Said once, in the log's last line (Finish), with GitLab's reason.
 	j.failed.Store(pe)
-	j.writeLine("\033[31;1mERROR: " + pe.msg + "\033[0;m")
 	return pe
 }
 
