@@ -19,7 +19,13 @@ var ErrCorrupt = errors.New("archive is corrupt")
 type Stats struct {
 	Files int
 	Bytes int64
+	// Name is the file's base name, for the raw format.
+	Name string
 }
+
+// ErrRawNotOne is returned (wrapped) when a raw artifact's paths match
+// other than exactly one file: the raw format is the file itself.
+var ErrRawNotOne = errors.New("the raw artifact format holds exactly one file")
 
 // TarToZip reads the tar stream the instance sent and writes it as a zip,
 // GitLab's artifacts archive and cache.zip format. Directories and symlinks
@@ -97,6 +103,37 @@ func TarToGzip(r io.Reader, w io.Writer) (Stats, error) {
 		}
 		st.Files++
 		st.Bytes += n
+	}
+}
+
+// TarToRaw writes the one regular file of the tar stream as it is: GitLab's
+// "raw" artifact format (reports such as codequality, sast, dast, terraform).
+// GitLab Runner refuses more than one file; so does this.
+func TarToRaw(r io.Reader, w io.Writer) (Stats, error) {
+	var st Stats
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			if st.Files == 0 {
+				return st, fmt.Errorf("%w: no file matched", ErrRawNotOne)
+			}
+			return st, nil
+		}
+		if err != nil {
+			return st, fmt.Errorf("read the files sent by the instance: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		if st.Files == 1 {
+			return st, fmt.Errorf("%w: both %s and %s matched; name one file in the report's paths", ErrRawNotOne, st.Name, path.Base(h.Name))
+		}
+		n, err := io.Copy(w, tr)
+		if err != nil {
+			return st, err
+		}
+		st.Files, st.Bytes, st.Name = 1, n, path.Base(h.Name)
 	}
 }
 

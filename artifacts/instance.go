@@ -28,6 +28,7 @@ type Format string
 const (
 	Zip  Format = "zip"
 	Gzip Format = "gzip"
+	Raw  Format = "raw"
 )
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -108,9 +109,12 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 	done := make(chan res, 1)
 	go func() {
 		var r res
-		if f == Gzip {
+		switch f {
+		case Gzip:
 			r.st, r.err = TarToGzip(pr, w)
-		} else {
+		case Raw:
+			r.st, r.err = TarToRaw(pr, w)
+		default:
 			r.st, r.err = TarToZip(pr, w)
 		}
 		_, _ = io.Copy(io.Discard, pr)

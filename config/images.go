@@ -18,6 +18,10 @@ type Images struct {
 	AllowedImages []string
 	// PullPolicy (key pull_policy) is "always", "if-not-present" or "never".
 	PullPolicy string
+	// AllowedPullPolicies (key allowed_pull_policies, GitLab Runner's
+	// name) lists the policies a job's image:pull_policy may ask for;
+	// empty allows PullPolicy only.
+	AllowedPullPolicies []string
 	// CacheSize (key cache_size, e.g. "20GiB") bounds the unpacked image
 	// cache of each instance; least recently used images are evicted past
 	// it. 0 is no bound.
@@ -47,6 +51,14 @@ func (d *decoder) images(t *table, im *Images) {
 		case "always", "if-not-present", "never":
 		default:
 			d.issue(t.key("pull_policy"), im.PullPolicy, `must be "always", "if-not-present" or "never"`)
+		}
+	}
+	t.strings("allowed_pull_policies", &im.AllowedPullPolicies)
+	for i, p := range im.AllowedPullPolicies {
+		switch p {
+		case "always", "if-not-present", "never":
+		default:
+			d.issue(fmt.Sprintf("%s[%d]", t.key("allowed_pull_policies"), i), p, `must be "always", "if-not-present" or "never"`)
 		}
 	}
 	var size string

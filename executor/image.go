@@ -30,6 +30,9 @@ type ImageJob struct {
 	Settings jobroot.Settings
 	// Services are started beside the job (GitLab's services:).
 	Services []jobroot.Service
+	// Binds are instance directories bound at the same path in the job's
+	// root, besides its working directory (GitLab's builds dir).
+	Binds []string
 }
 
 // ImageError reports that the job could not start in its image: the image
@@ -81,6 +84,9 @@ func (r *Runner) runInImage(ctx context.Context, ci provider.ConnectInfo, cmd Co
 		Image: img.Name, Entrypoint: img.Entrypoint, Credentials: img.Credentials, Settings: img.Settings,
 		BindWorkdir: true, Services: img.Services,
 		Command: []string{"sh", "-c", `script=$(cat) && exec </dev/null && eval "$script"`},
+	}
+	for _, b := range img.Binds {
+		spec.Binds = append(spec.Binds, jobroot.Bind{Source: b, Target: b})
 	}
 	line, err := json.Marshal(spec)
 	if err != nil {

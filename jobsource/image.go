@@ -8,6 +8,14 @@ type Image struct {
 	Entrypoint []string
 	// Credentials are registry logins that came with the job.
 	Credentials []RegistryCredential
+	// PullPolicy is the job's own pull policy (GitLab's image:pull_policy,
+	// already checked against the admin's allowed list); "" is the
+	// [images] pull_policy.
+	PullPolicy string
+	// Binds are directories of the instance the job sees at the same path
+	// in its image (GitLab: a configured builds dir, where berth fetched
+	// the sources outside the image).
+	Binds []string
 }
 
 // RegistryCredential is a registry login (GitLab sends the job's own).

@@ -20,7 +20,7 @@ import (
 // eviction until release is called, after the job; the runner on the
 // instance then only reads the cache (pull policy never for this job).
 // Errors are *executor.ImageError, as the runner's own would be.
-func (m *Manager) pullOnHost(ctx context.Context, id string, names []string, creds []images.Credential, log io.Writer) (release func(), err error) {
+func (m *Manager) pullOnHost(ctx context.Context, id string, names []string, creds []images.Credential, policy string, log io.Writer) (release func(), err error) {
 	var held []*images.Image
 	release = func() {
 		for _, im := range held {
@@ -35,7 +35,7 @@ func (m *Manager) pullOnHost(ctx context.Context, id string, names []string, cre
 	set := m.cfg.Images
 	cfg := images.Config{
 		Dir: where.Dir, MaxBytes: set.CacheSize, Insecure: set.InsecureRegistries, Allowed: set.AllowedImages,
-		Policy: images.PullPolicy(set.PullPolicy), Logger: m.log.With("instance", id),
+		Policy: images.PullPolicy(policy), Logger: m.log.With("instance", id),
 	}
 	if where.Chown {
 		cfg.Owner = &images.Owner{UID: where.UID, GID: where.GID}

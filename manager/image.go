@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/images"
 	"github.com/berth-ci/berth/jobroot"
@@ -41,12 +42,15 @@ func (m *Manager) runInImage(ctx context.Context, ci *provider.ConnectInfo, spec
 		CacheDir: im.CacheDir, CacheBytes: im.CacheSize, Insecure: im.InsecureRegistries,
 		Allowed: im.AllowedImages, PullPolicy: im.PullPolicy,
 	}
+	if spec.Image.PullPolicy != "" {
+		settings.PullPolicy = spec.Image.PullPolicy
+	}
 	if m.hostImages != nil {
 		names := []string{spec.Image.Name}
 		for _, s := range spec.Services {
 			names = append(names, s.Name)
 		}
-		release, err := m.pullOnHost(ctx, ci.ID, names, creds, logOf(*cmd))
+		release, err := m.pullOnHost(ctx, ci.ID, names, creds, settings.PullPolicy, logOf(*cmd))
 		defer release()
 		if err != nil {
 			return -1, err
@@ -55,7 +59,7 @@ func (m *Manager) runInImage(ctx context.Context, ci *provider.ConnectInfo, spec
 	}
 	return m.runner.RunInImage(ctx, *ci, *cmd, executor.ImageJob{
 		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, Credentials: creds, Services: svcs,
-		Settings: settings,
+		Settings: settings, Binds: spec.Image.Binds,
 	})
 }
 
@@ -85,4 +89,13 @@ func imageFailure(err error) (jobsource.FailureKind, string, bool) {
 		return jobsource.FailureImagePull, ie.Message, true
 	}
 	return jobsource.FailureSystem, ie.Message, true
+}
+
+// allowedPullPolicies is what a job's image:pull_policy may ask for: the
+// [images] allowed_pull_policies, else the admin's pull_policy alone.
+func allowedPullPolicies(im config.Images) []string {
+	if len(im.AllowedPullPolicies) > 0 {
+		return im.AllowedPullPolicies
+	}
+	return []string{im.PullPolicy}
 }

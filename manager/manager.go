@@ -398,7 +398,8 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 	}
 	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
 		CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: m.opts.Version,
-		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs}, m.log)
+		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs,
+		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images)}, m.log)
 	if err != nil {
 		return nil, err
 	}
@@ -1181,7 +1182,8 @@ func (run *scriptRun) stop() {
 func (m *Manager) endRun(ctx context.Context, r *jobRun, run *scriptRun, code int, err error) jobsource.Result {
 	res := scriptResult(ctx, run, r.acq, code, err)
 	spec := &r.spec
-	if spec.AfterScript != "" && (res.Failure != jobsource.FailureCanceled || run.graceful.Load()) && res.Failure != jobsource.FailureSystem {
+	if spec.AfterScript != "" && (res.Failure != jobsource.FailureCanceled || run.graceful.Load()) && res.Failure != jobsource.FailureSystem &&
+		res.Failure != jobsource.FailureImagePull { // no image, nothing to run it in
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 		after := executor.Command{Script: spec.AfterScript, Env: spec.Env, Output: r.job.Log()}
 		_, aerr := m.runScript(actx, &r.acq.Connect, spec, &after)

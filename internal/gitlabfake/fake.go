@@ -83,6 +83,9 @@ type Options struct {
 	// MaxArtifactSize bounds an artifact upload (413 beyond); default
 	// 100 MiB, GitLab's default.
 	MaxArtifactSize int64
+	// IgnoreRunnerFeatures hands out every job whatever the runner
+	// advertises, as an older GitLab would (features.go).
+	IgnoreRunnerFeatures bool
 }
 
 // Variable is a CI/CD variable of a job.
@@ -122,6 +125,19 @@ type JobSpec struct {
 	Cache        []Cache
 	Dependencies []int64
 	Steps        []Step
+	// Image is image:name (nil image when empty); Services are services:.
+	Image    string
+	Services []Service
+	// ImagePullPolicy is image:pull_policy.
+	ImagePullPolicy []string
+	// AllowGitFetch is the project's git strategy (fetch when true).
+	AllowGitFetch bool
+}
+
+// Service is a services: entry.
+type Service struct {
+	Name, Alias         string
+	Command, Entrypoint []string
 }
 
 // Request is one recorded API call.
@@ -408,6 +424,15 @@ func (f *Fake) handleRequest(w http.ResponseWriter, r *http.Request) {
 			id := f.pending[0]
 			f.pending = f.pending[1:]
 			j := f.jobs[id]
+			if missing := j.missingFeatures(b.Info); len(missing) > 0 && !f.opts.IgnoreRunnerFeatures {
+				// Dropped as GitLab's RegisterJobService does; the
+				// runner is offered the next job.
+				j.state, j.reportedState, j.failureReason, j.missing = StateFailed, StateFailed, ReasonRunnerUnsupported, missing
+				f.queueVersion++
+				f.notifyLocked()
+				f.mu.Unlock()
+				continue
+			}
 			j.state = StateRunning
 			payload := j.payloadLocked(f.srv.URL)
 			f.queueVersion++
@@ -628,6 +653,7 @@ type Job struct {
 	losePatches   int
 	corrupt       bool
 	uploads       []Uploaded
+	missing       []string // features the runner lacked (runner_unsupported)
 }
 
 // ID is the job's ID.
@@ -784,6 +810,7 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 		predefined("CI_COMMIT_REF_NAME", ref),
 		{"key": "CI_REPOSITORY_URL", "value": repoURL, "public": false, "masked": false, "file": false},
 	}
+	vars = append(vars, j.dotenvLocked()...)
 	for _, v := range s.Variables {
 		vars = append(vars, map[string]any{"key": v.Key, "value": v.Value, "public": v.Public,
 			"file": v.File, "masked": v.Masked, "raw": v.Raw})
@@ -801,7 +828,7 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 	return map[string]any{
 		"id":              j.id,
 		"token":           j.token,
-		"allow_git_fetch": true,
+		"allow_git_fetch": s.AllowGitFetch,
 		"job_info": map[string]any{"id": j.id, "name": name, "stage": stage,
 			"project_id": s.ProjectID, "project_name": project},
 		"git_info": map[string]any{"repo_url": repoURL, "ref": ref, "sha": s.Sha,
@@ -810,8 +837,8 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 		"runner_info":  map[string]any{"timeout": timeout, "runner_session_url": nil},
 		"variables":    vars,
 		"steps":        steps,
-		"image":        nil,
-		"services":     []any{},
+		"image":        j.imagePayload(),
+		"services":     j.servicesPayload(),
 		"artifacts":    j.artifactsPayload(),
 		"cache":        j.cachePayload(),
 		"credentials":  []any{},
@@ -829,4 +856,19 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+func (j *Job) imagePayload() any {
+	if j.spec.Image == "" {
+		return nil
+	}
+	return map[string]any{"name": j.spec.Image, "entrypoint": nil, "pull_policy": j.spec.ImagePullPolicy}
+}
+
+func (j *Job) servicesPayload() []map[string]any {
+	out := []map[string]any{}
+	for _, s := range j.spec.Services {
+		out = append(out, map[string]any{"name": s.Name, "alias": s.Alias, "command": s.Command, "entrypoint": s.Entrypoint})
+	}
+	return out
 }

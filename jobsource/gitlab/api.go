@@ -22,28 +22,41 @@ import (
 // common/network.go of gitlab-org/gitlab-runner); only the fields a shell job
 // needs are decoded.
 
+// featuresInfo is what the runner tells GitLab it can do, under GitLab
+// Runner's names (common/network.go FeaturesInfo). GitLab gives a job only
+// to a runner that advertises what the job needs (Ci::Build
+// RUNNER_FEATURES), so berth must claim exactly what it does: claiming
+// less loses jobs (runner_unsupported), claiming more fails them later.
+// TestFeaturesAdvertisedAreImplemented holds the list against the code.
 type featuresInfo struct {
-	Variables             bool `json:"variables"`
-	Image                 bool `json:"image"`
-	Services              bool `json:"services"`
-	Artifacts             bool `json:"artifacts"`
-	Cache                 bool `json:"cache"`
-	Shared                bool `json:"shared"`
-	Refspecs              bool `json:"refspecs"`
-	Masking               bool `json:"masking"`
-	RawVariablesParameter bool `json:"raw_variables_parameter"`
-	MultiBuildSteps       bool `json:"multi_build_steps"`
-	TraceReset            bool `json:"trace_reset"`
-	TraceChecksum         bool `json:"trace_checksum"`
-	TraceSize             bool `json:"trace_size"`
-	Cancelable            bool `json:"cancelable"`
-	ReturnExitCode        bool `json:"return_exit_code"`
-	CancelGracefully      bool `json:"cancel_gracefully"`
-	// Artifacts and caches (stage.go): archives as zip, reports as gzip,
-	// several per job, with exclude.
+	Variables               bool `json:"variables"`
+	Image                   bool `json:"image"`
+	Services                bool `json:"services"`
+	Artifacts               bool `json:"artifacts"`
+	Cache                   bool `json:"cache"`
+	FallbackCacheKeys       bool `json:"fallback_cache_keys"`
+	Shared                  bool `json:"shared"`
 	UploadMultipleArtifacts bool `json:"upload_multiple_artifacts"`
 	UploadRawArtifacts      bool `json:"upload_raw_artifacts"`
+	Session                 bool `json:"session"`
+	Terminal                bool `json:"terminal"`
+	Refspecs                bool `json:"refspecs"`
+	Masking                 bool `json:"masking"`
+	Proxy                   bool `json:"proxy"`
+	RawVariables            bool `json:"raw_variables"`
 	ArtifactsExclude        bool `json:"artifacts_exclude"`
+	MultiBuildSteps         bool `json:"multi_build_steps"`
+	TraceReset              bool `json:"trace_reset"`
+	TraceChecksum           bool `json:"trace_checksum"`
+	TraceSize               bool `json:"trace_size"`
+	VaultSecrets            bool `json:"vault_secrets"`
+	Cancelable              bool `json:"cancelable"`
+	ReturnExitCode          bool `json:"return_exit_code"`
+	ServiceVariables        bool `json:"service_variables"`
+	ServiceMultipleAliases  bool `json:"service_multiple_aliases"`
+	ImageExecutorOpts       bool `json:"image_executor_opts"`
+	ServiceExecutorOpts     bool `json:"service_executor_opts"`
+	CancelGracefully        bool `json:"cancel_gracefully"`
 }
 
 type versionInfo struct {
@@ -88,9 +101,12 @@ type jobStep struct {
 }
 
 type jobPayload struct {
-	ID      int64  `json:"id"`
-	Token   string `json:"token"`
-	JobInfo struct {
+	ID    int64  `json:"id"`
+	Token string `json:"token"`
+	// AllowGitFetch is the project's git strategy: fetch when true, else
+	// clone (GIT_STRATEGY overrides it).
+	AllowGitFetch bool `json:"allow_git_fetch"`
+	JobInfo       struct {
 		Name        string `json:"name"`
 		Stage       string `json:"stage"`
 		ProjectID   int64  `json:"project_id"`
@@ -112,7 +128,7 @@ type jobPayload struct {
 	Steps     []jobStep     `json:"steps"`
 	// Image, Services and Credentials are GitLab's image:, services: and
 	// the registry logins it hands the runner (see image.go).
-	Image       *api.Image      `json:"image,omitempty"`
+	Image       *jobImage       `json:"image,omitempty"`
 	Services    []api.Service   `json:"services,omitempty"`
 	Credentials []jobCredential `json:"credentials,omitempty"`
 	Features    struct {
@@ -222,25 +238,7 @@ func (s *Source) versionInfo() versionInfo {
 		Architecture: runtime.GOARCH,
 		Executor:     "berth",
 		Shell:        "bash",
-		Features: featuresInfo{
-			Variables:             true,
-			Image:                 true,
-			Refspecs:              true,
-			Masking:               true,
-			RawVariablesParameter: true,
-			// Not multi_build_steps: berth runs script and after_script
-			// only, so GitLab must not send it release: jobs (stage.go).
-			Artifacts:               true,
-			UploadMultipleArtifacts: true,
-			ArtifactsExclude:        true,
-			Cache:                   true,
-			TraceReset:              true,
-			TraceChecksum:           true,
-			TraceSize:               true,
-			Cancelable:              true,
-			ReturnExitCode:          true,
-			CancelGracefully:        true,
-		},
+		Features:     advertised(),
 	}
 }
 
@@ -268,4 +266,37 @@ func rangeEnd(h http.Header) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// advertised is what berth does of GitLab Runner's features. Not claimed:
+// multi_build_steps (release: and other extra steps: berth runs script and
+// after_script only), service_variables, image_executor_opts and
+// service_executor_opts (per-job image options), vault_secrets, session,
+// terminal, proxy, shared.
+func advertised() featuresInfo {
+	return featuresInfo{
+		Variables:    true,
+		RawVariables: true, // expandVariables leaves raw ones alone
+		Masking:      true,
+		Refspecs:     true,
+		// image: and services: run in the job's root (package jobroot);
+		// several aliases per service, comma or space separated.
+		Image:                  true,
+		Services:               true,
+		ServiceMultipleAliases: true,
+		// Artifacts: archives as zip, reports as gzip or raw, several per
+		// job, with exclude; caches with fallback keys (stage.go).
+		Artifacts:               true,
+		UploadMultipleArtifacts: true,
+		UploadRawArtifacts:      true,
+		ArtifactsExclude:        true,
+		Cache:                   true,
+		FallbackCacheKeys:       true,
+		TraceReset:              true,
+		TraceChecksum:           true,
+		TraceSize:               true,
+		Cancelable:              true,
+		ReturnExitCode:          true,
+		CancelGracefully:        true,
+	}
 }

@@ -18,19 +18,15 @@ import (
 // fresh one. A cache is a convenience: nothing about it fails a job.
 
 // cacheKeys returns the storage keys to try for c, the key first then its
-// fallback_keys, with the job's variables expanded as gitlab-runner does.
+// fallback_keys and CACHE_FALLBACK_KEY, all expanded when the job arrived
+// (expand.go).
 func (j *Job) cacheKeys(c jobCache, withFallbacks bool) []string {
 	keys := []string{c.Key}
 	if withFallbacks {
 		keys = append(keys, c.FallbackKeys...)
 	}
-	vars := map[string]string{}
-	for _, v := range expandVariables(j.p.Variables) {
-		vars[v.Key] = v.Value
-	}
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
-		k = os.Expand(k, func(n string) string { return vars[n] })
 		if k == "" {
 			k = "default"
 		}
@@ -56,6 +52,10 @@ func (j *Job) restoreCache(ctx context.Context, f jobsource.Files, c jobCache, p
 	for _, key := range j.cacheKeys(c, true) {
 		j.writeLine(fmt.Sprintf("Checking cache for %s...", key))
 		err := j.extractCache(ctx, f, st, key, project)
+		for attempt := 2; attempt <= j.git.attempts.cache && err != nil && !errors.Is(err, cache.ErrNotFound) && ctx.Err() == nil; attempt++ {
+			j.writeLine(fmt.Sprintf("WARNING: restoring the cache for %s failed: %v; trying again (attempt %d of %d, RESTORE_CACHE_ATTEMPTS)", key, err, attempt, j.git.attempts.cache))
+			err = j.extractCache(ctx, f, st, key, project)
+		}
 		switch {
 		case err == nil:
 			j.writeLine("Successfully extracted cache")

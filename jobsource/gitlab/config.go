@@ -28,7 +28,7 @@ const (
 	DefaultCheckInterval      = 3 * time.Second
 	DefaultUpdateInterval     = 3 * time.Second
 	DefaultMaxUpdateInterval  = time.Minute
-	DefaultKeepAliveInterval  = 30 * time.Second
+	DefaultKeepAliveInterval  = 4 * time.Second
 	DefaultRetryBaseDelay     = 500 * time.Millisecond
 	DefaultRetryMaxDelay      = 30 * time.Second
 	DefaultRetryLimit         = 5
@@ -62,6 +62,9 @@ type Config struct {
 	// BuildsDir is where jobs check out sources on the instance; default
 	// $HOME/builds, evaluated on the instance.
 	BuildsDir string
+	// AllowedPullPolicies are the pull policies a job's image:pull_policy
+	// may ask for; nil refuses every job that asks for one.
+	AllowedPullPolicies []string
 	// Cache keeps the jobs' cache: archives between instances; nil turns
 	// cache: off (jobs that ask for it are told so in their log).
 	Cache cache.Store
@@ -75,6 +78,8 @@ type Config struct {
 	MaxUpdateInterval time.Duration
 	// KeepAliveInterval is the longest time a running job goes without
 	// talking to GitLab; when the log is idle a PUT state=running is sent.
+	// Its answer carries a cancel (Job-Status), so the default of 4 s is
+	// how late a job that prints nothing learns it was canceled.
 	KeepAliveInterval time.Duration
 	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff used
 	// when GitLab answers 409 or 503 to a job request.

@@ -69,7 +69,7 @@ func TestUpdateChecksumMismatch(t *testing.T) {
 	if n := f.Count(gitlabfake.EndpointUpdate, 412); n != 1 {
 		t.Errorf("412 answers = %d, want 1", n)
 	}
-	if want := "Running with berth"; !strings.HasPrefix(fj.Trace(), want) || !strings.HasSuffix(fj.Trace(), "two\nJob succeeded\n") {
+	if want := "Running with berth"; !strings.HasPrefix(fj.Trace(), want) || !strings.Contains(fj.Trace(), "two\n") || !strings.HasSuffix(fj.Trace(), "Job succeeded\n") {
 		t.Errorf("trace was not resent whole:\n%s", fj.Trace())
 	}
 	if fj.State() != gitlabfake.StateSuccess {

@@ -17,6 +17,8 @@ const (
 	reasonInterrupted        = "runner_interrupted"
 	reasonCanceled           = "job_canceled"
 	reasonImagePull          = "image_pull_failure"
+	reasonUnsupported        = "runner_unsupported"
+	reasonMissingDependency  = "missing_dependency_failure"
 )
 
 // baseReasons are understood by every GitLab version, so they are used when
@@ -32,6 +34,8 @@ var fallbacks = map[string]string{
 	reasonInterrupted:        reasonUnknown,
 	reasonCanceled:           reasonUnknown,
 	reasonImagePull:          reasonSystem,
+	reasonUnsupported:        reasonScript,
+	reasonMissingDependency:  reasonScript,
 	reasonScript:             reasonUnknown,
 	reasonSystem:             reasonUnknown,
 	reasonTimeout:            reasonUnknown,
@@ -78,4 +82,24 @@ func allowedReason(want string, allowed []string) string {
 		}
 		r = next
 	}
+}
+
+// prepareError is a job that could not start, with the reason GitLab
+// should show: a job's configuration berth cannot run is not the runner
+// failing (runner_system_failure would tell users to retry it).
+type prepareError struct {
+	reason string
+	msg    string
+}
+
+func (e *prepareError) Error() string { return e.msg }
+
+// prepFailure is why Prepare failed, when the result is that failure (the
+// manager reports every Prepare error as a system failure).
+func (j *Job) prepFailure(r jobsource.Result) *prepareError {
+	pe := j.failed.Load()
+	if pe == nil || r.Failure != jobsource.FailureSystem {
+		return nil
+	}
+	return pe
 }

@@ -132,6 +132,13 @@ func (d driver) run(j jobsource.Job) run {
 
 	j.Started("test-instance")
 	spec := j.Spec()
+	// As the manager: the sources (and caches, artifacts) before the script.
+	if err := j.(jobsource.Stager).Prepare(testCtx(t), localFiles{}); err != nil {
+		r.result = jobsource.Result{ExitCode: -1, Failure: jobsource.FailureSystem, Message: err.Error(), Instance: "test-instance"}
+		r.err = j.Finish(testCtx(t), r.result)
+		r.output = out.String()
+		return r
+	}
 	exit, req := d.sh(spec.Script, r.tmpDir, w, j.Canceled(), d.started)
 	r.cancel = req
 	if req == nil || req.Graceful {
@@ -147,6 +154,7 @@ func (d driver) run(j jobsource.Job) run {
 		r.result = jobsource.Result{ExitCode: 0}
 	}
 	r.result.Instance = "test-instance"
+	r.result = j.(jobsource.Stager).Collect(testCtx(t), localFiles{}, r.result)
 	r.err = j.Finish(testCtx(t), r.result)
 	mu.Lock()
 	r.output = out.String()

@@ -20,7 +20,7 @@ func TestPayloadImageAndServicesReachTheSpec(t *testing.T) {
 	if err := json.Unmarshal([]byte(imagePayload), &p); err != nil {
 		t.Fatal(err)
 	}
-	spec := buildSpec(&p, "", "tmp")
+	spec := buildSpec(&p, "", "1/group/project", "tmp")
 	im := spec.Image
 	if im == nil || im.Name != "registry.example.com/team/app:1" || len(im.Entrypoint) != 1 || im.Entrypoint[0] != "" {
 		t.Fatalf("image = %+v", im)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-ci/berth/internal/oneshot"
@@ -49,6 +50,14 @@ type Job struct {
 	cancelHooks oneshot.Hooks
 	// dirs holds the builds and project dirs once resolved on the instance (stage.go).
 	dirs [2]string
+	// git holds the job's git variables (sources.go); gitErr says why
+	// they are unusable.
+	git     gitOptions
+	gitErr  error
+	tmpName string // the job's temp dir in the builds dir (spec.go)
+	pullErr error  // the job's image:pull_policy is not allowed
+	// failed says why Prepare failed, in GitLab's terms (failure.go).
+	failed atomic.Pointer[prepareError]
 }
 
 type cancelState int
@@ -65,6 +74,7 @@ var (
 )
 
 func newJob(s *Source, p *jobPayload) *Job {
+	expandPayload(p)
 	var secrets []string
 	expanded := expandVariables(p.Variables)
 	for i, v := range p.Variables {
@@ -86,7 +96,6 @@ func newJob(s *Source, p *jobPayload) *Job {
 	j := &Job{
 		src:         s,
 		p:           p,
-		spec:        buildSpec(p, s.cfg.BuildsDir, fmt.Sprintf("berth-gitlab-%d-%s", p.ID, randomString(8))),
 		log:         s.log.With("job", p.ID),
 		path:        "jobs/" + strconv.FormatInt(p.ID, 10),
 		header:      header,
@@ -96,6 +105,12 @@ func newJob(s *Source, p *jobPayload) *Job {
 		masker:      newMasker(secrets),
 		interval:    s.cfg.UpdateInterval,
 		lastContact: time.Now(),
+	}
+	j.git, j.gitErr = gitOptionsOf(p, expanded)
+	j.tmpName = fmt.Sprintf("berth-gitlab-%d-%s", p.ID, randomString(8))
+	j.spec = buildSpec(p, s.cfg.BuildsDir, j.projectRel(), j.tmpName)
+	if j.spec.Image != nil {
+		j.spec.Image.PullPolicy, j.pullErr = pullPolicy(p.Image, s.cfg.AllowedPullPolicies)
 	}
 	j.writeLine(fmt.Sprintf("Running with berth %s on %s (system ID %s)", s.cfg.Version, s.cfg.Name, s.cfg.SystemID))
 	go j.run(ctx)
@@ -387,7 +402,11 @@ func (j *Job) finish(ctx context.Context, r jobsource.Result) error {
 	var exitCode *int
 	if r.Failure != jobsource.FailureNone {
 		state = "failed"
-		reason = allowedReason(failureReason(r.Failure), j.p.Features.FailureReasons)
+		want := failureReason(r.Failure)
+		if pe := j.prepFailure(r); pe != nil {
+			want = pe.reason
+		}
+		reason = allowedReason(want, j.p.Features.FailureReasons)
 	}
 	if r.ExitCode >= 0 {
 		exitCode = &r.ExitCode
@@ -497,7 +516,12 @@ func (j *Job) resultLine(r jobsource.Result) string {
 		return msg
 	case jobsource.FailureCanceled:
 		return "ERROR: Job failed: canceled"
+	case jobsource.FailureImagePull:
+		return "ERROR: Job failed (image_pull_failure): " + r.Message
 	default:
+		if pe := j.prepFailure(r); pe != nil && pe.reason != reasonSystem {
+			return fmt.Sprintf("\033[31;1mERROR: Job failed (%s): %s\033[0;m", pe.reason, pe.msg)
+		}
 		where := "before an instance was assigned"
 		if j.instance != "" {
 			where = "on instance " + j.instance

@@ -2,7 +2,6 @@ package gitlab
 
 import (
 	"encoding/base64"
-	"fmt"
 	"net/url"
 	"os"
 	"regexp"
@@ -102,8 +101,10 @@ func stepScript(p *jobPayload, name string) (jobStep, bool) {
 	return jobStep{}, false
 }
 
-// buildSpec turns a GitLab job into what the manager runs.
-func buildSpec(p *jobPayload, buildsDir, tmpName string) jobsource.Spec {
+// buildSpec turns a GitLab job into what the manager runs. The sources,
+// caches and dependencies' artifacts are in place before the script starts
+// (Prepare, stage.go), so the script only enters the project dir.
+func buildSpec(p *jobPayload, buildsDir, projectRel, tmpName string) jobsource.Spec {
 	script, _ := stepScript(p, "script")
 	after, hasAfter := stepScript(p, "after_script")
 
@@ -113,26 +114,16 @@ func buildSpec(p *jobPayload, buildsDir, tmpName string) jobsource.Spec {
 	}
 
 	vars := expandVariables(p.Variables)
-	prelude := scriptPrelude(p, vars, buildsDir)
+	prelude := scriptPrelude(vars, projectRel)
 
 	var main strings.Builder
 	main.WriteString(prelude)
 	// Record how the script ended for after_script's CI_JOB_STATUS; a job
 	// killed before the trap runs is reported as canceled.
-	main.WriteString(`trap 'berth_rc=$?; if [ "$berth_rc" -eq 0 ]; then berth_st=success; else berth_st=failed; fi; printf %s "$berth_st" > "$berth_tmp/status"' EXIT` + "\n")
-	if gitStrategyNone(vars) {
-		main.WriteString(`mkdir -p "$CI_PROJECT_DIR"` + "\n")
-		main.WriteString(`cd "$CI_PROJECT_DIR"` + "\n")
-	} else {
-		main.WriteString(fetchSources(p)) // leaves the shell in $CI_PROJECT_DIR
-	}
-	// Caches and dependencies' artifacts were unpacked before the script
-	// (stage.go) into a staging dir: lay them over the checkout now, so
-	// that they win over tracked files as in gitlab-runner, which fetches
-	// the sources first.
-	staged := `"$CI_BUILDS_DIR/` + strconv.FormatInt(p.ID, 10) + `.staged"`
-	main.WriteString(`if [ -d ` + staged + ` ]; then cp -a ` + staged + `/. "$CI_PROJECT_DIR"/ && rm -rf ` + staged + `; fi` + "\n")
-	main.WriteString(echoLine(`Executing "step_script" stage of the job script`))
+	main.WriteString(`trap 'berth_rc=$?; if [ "$berth_rc" -eq 0 ]; then berth_st=success; else berth_st=failed; fi; printf %s "$berth_st" > "$berth_tmp/status"; printf '"'"'section_end:%s:step_script\r\033[0K\n'"'"' "$(date +%s)"' EXIT` + "\n")
+	main.WriteString(`mkdir -p "$CI_PROJECT_DIR"` + "\n")
+	main.WriteString(`cd "$CI_PROJECT_DIR"` + "\n")
+	main.WriteString(sectionLine("start", "step_script", "Executing \"step_script\" stage of the job script"))
 	writeCommands(&main, script.Script)
 
 	var post strings.Builder
@@ -142,45 +133,45 @@ func buildSpec(p *jobPayload, buildsDir, tmpName string) jobsource.Spec {
 	// The build dir stays for the artifacts and caches Collect takes from
 	// it; Collect removes it (stage.go).
 	post.WriteString(`trap 'cd /; rm -rf "$berth_tmp"' EXIT` + "\n")
+	if hasAfter && len(after.Script) > 0 {
+		post.WriteString(`trap 'cd /; rm -rf "$berth_tmp"; printf '"'"'section_end:%s:after_script\r\033[0K\n'"'"' "$(date +%s)"' EXIT` + "\n")
+	}
 	post.WriteString(`CI_JOB_STATUS=$(cat "$berth_tmp/status" 2>/dev/null || echo canceled); export CI_JOB_STATUS` + "\n")
 	post.WriteString(`cd "$CI_PROJECT_DIR" 2>/dev/null || cd "$berth_tmp"` + "\n")
 	if hasAfter && len(after.Script) > 0 {
-		post.WriteString(echoLine("Running after_script"))
+		post.WriteString(sectionLine("start", "after_script", "Running after_script"))
 		writeCommands(&post, after.Script)
 	}
 
 	spec := jobsource.Spec{
-		Script:      launcher(tmpName, main.String()),
-		AfterScript: launcher(tmpName, post.String()),
-		Timeout:     timeout,
+		Script:  launcher(buildsDir, tmpName, main.String()),
+		Timeout: timeout,
+	}
+	if hasAfter && len(after.Script) > 0 {
+		// Without after_script nothing runs after the script: its temp
+		// dir (file variables) goes with the builds dir in Collect, and an
+		// image job does not start its image a second time.
+		spec.AfterScript = launcher(buildsDir, tmpName, post.String())
 	}
 	spec.Image, spec.Services = payloadImage(p)
+	if spec.Image != nil && buildsDir != "" {
+		// The default builds dir lies in the instance's working directory,
+		// which the job's root always gets; a configured one is bound too.
+		spec.Image.Binds = []string{buildsDir}
+	}
 	return spec
 }
 
-// gitStrategyNone honours GIT_STRATEGY=none: the job needs no sources.
-func gitStrategyNone(vars []jobVariable) bool {
-	for _, v := range vars {
-		if v.Key == "GIT_STRATEGY" && v.Value == "none" {
-			return true
-		}
-	}
-	return false
-}
-
-// scriptPrelude sets the shell options, the job's temp dir ($1) and the
-// variables, in that order, for both the script and after_script.
-func scriptPrelude(p *jobPayload, vars []jobVariable, buildsDir string) string {
+// scriptPrelude sets the shell options, the job's temp dir ($1), the
+// builds dir ($2) and the variables, in that order, for both the script
+// and after_script.
+func scriptPrelude(vars []jobVariable, projectRel string) string {
 	var b strings.Builder
 	b.WriteString("set -e\n")
 	b.WriteString(`if [ -n "${BASH_VERSION:-}" ]; then set -o pipefail; fi` + "\n")
 	b.WriteString(`berth_tmp=$1` + "\n")
-	if buildsDir != "" {
-		b.WriteString("CI_BUILDS_DIR=" + shellQuote(buildsDir) + "\n")
-	} else {
-		b.WriteString(`CI_BUILDS_DIR="${HOME:-/tmp}/builds"` + "\n")
-	}
-	b.WriteString(`CI_PROJECT_DIR="$CI_BUILDS_DIR/` + strconv.FormatInt(p.ID, 10) + "/" + projectPath(p) + `"` + "\n")
+	b.WriteString(`CI_BUILDS_DIR=$2` + "\n")
+	b.WriteString(`CI_PROJECT_DIR="$CI_BUILDS_DIR/"` + shellQuote(projectRel) + "\n")
 	b.WriteString("CI_SERVER=yes\n")
 	b.WriteString("export CI_BUILDS_DIR CI_PROJECT_DIR CI_SERVER\n")
 	for _, v := range vars {
@@ -205,48 +196,16 @@ var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func validName(s string) bool { return shellName.MatchString(s) }
 
-// fetchSources checks out git_info.sha into $CI_PROJECT_DIR.
-func fetchSources(p *jobPayload) string {
-	clean, auth := repoAccess(p)
-	g := p.GitInfo
-	refspecs := g.Refspecs
-	if len(refspecs) == 0 && g.Ref != "" {
-		if g.RefType == "tag" {
-			refspecs = []string{"+refs/tags/" + g.Ref + ":refs/tags/" + g.Ref}
-		} else {
-			refspecs = []string{"+refs/heads/" + g.Ref + ":refs/remotes/origin/" + g.Ref}
-		}
+// buildsDirShell is the builds dir as a shell word: the configured one, or
+// builds/ in the directory commands start in on the instance (the login
+// user's home), which an image job's root gets bound at the same path, so
+// the job in its image, the fetch and the artifact collection outside it
+// all see one directory.
+func buildsDirShell(buildsDir string) string {
+	if buildsDir != "" {
+		return shellQuote(buildsDir)
 	}
-	if len(refspecs) == 0 {
-		refspecs = []string{g.Sha}
-	}
-	var b strings.Builder
-	b.WriteString(echoLine("Getting source from Git repository"))
-	b.WriteString(`command -v git >/dev/null 2>&1 || { echo "ERROR: git is not installed on the instance; install git in the instance image or set GIT_STRATEGY: none"; exit 1; }` + "\n")
-	b.WriteString(echoLine(fmt.Sprintf("Fetching changes from %s at %s (%s)...", clean, shortSha(g.Sha), g.Ref)))
-	b.WriteString(`mkdir -p "$CI_PROJECT_DIR"` + "\n")
-	b.WriteString(`cd "$CI_PROJECT_DIR"` + "\n")
-	b.WriteString(`[ -d .git ] || git -c init.defaultBranch=berth init -q .` + "\n")
-	b.WriteString(`git remote remove origin >/dev/null 2>&1 || true` + "\n")
-	b.WriteString("git remote add origin " + shellQuote(clean) + "\n")
-	fetch := "git"
-	if auth != "" {
-		// The token travels as a header for this command only, so it is
-		// never written to .git/config where the job's own code could read it later.
-		fetch += " -c http.extraHeader=" + shellQuote(auth)
-	}
-	fetch += " fetch -q --prune --no-tags"
-	if g.Depth > 0 {
-		fetch += " --depth " + strconv.Itoa(g.Depth)
-	}
-	fetch += " origin"
-	for _, r := range refspecs {
-		fetch += " " + shellQuote(r)
-	}
-	b.WriteString(fetch + "\n")
-	b.WriteString("git -c advice.detachedHead=false checkout -q -f " + shellQuote(g.Sha) + "\n")
-	b.WriteString(echoLine(fmt.Sprintf("Checked out %s as detached HEAD (ref %s)", shortSha(g.Sha), g.Ref)))
-	return b.String()
+	return `"$(pwd -P)/builds"`
 }
 
 func shortSha(s string) string {
@@ -254,11 +213,6 @@ func shortSha(s string) string {
 		return s[:8]
 	}
 	return s
-}
-
-// echoLine prints a fixed message.
-func echoLine(msg string) string {
-	return "printf '%s\\n' " + shellQuote(msg) + "\n"
 }
 
 // writeCommands echoes each command in green as "$ cmd", the way GitLab
@@ -277,14 +231,18 @@ func writeCommands(b *strings.Builder, lines []string) {
 // launcher wraps body so that it runs under bash when available, with the
 // job's private temp dir as $1. The temp dir name is fixed per job so the
 // script and after_script share it (file variables, the status file).
-func launcher(tmpName, body string) string {
+func launcher(buildsDir, tmpName, body string) string {
 	delim := "BERTH_EOF_" + randomString(16)
 	for strings.Contains(body, delim) {
 		delim = "BERTH_EOF_" + randomString(16)
 	}
 	var b strings.Builder
 	b.WriteString("set -e\n")
-	b.WriteString(`berth_tmp="${TMPDIR:-/tmp}/` + tmpName + `"` + "\n")
+	// The temp dir lies in the builds dir, which the script and
+	// after_script share even when each runs in a fresh root of the job's
+	// image.
+	b.WriteString("berth_builds=" + buildsDirShell(buildsDir) + "\n")
+	b.WriteString(`berth_tmp="$berth_builds/.` + tmpName + `"` + "\n")
 	b.WriteString(`mkdir -p "$berth_tmp"` + "\n")
 	b.WriteString(`chmod 700 "$berth_tmp"` + "\n")
 	b.WriteString(`berth_script="$berth_tmp/script-$$.sh"` + "\n")
@@ -294,7 +252,7 @@ func launcher(tmpName, body string) string {
 		b.WriteString("\n")
 	}
 	b.WriteString(delim + "\n")
-	b.WriteString(`if command -v bash >/dev/null 2>&1; then exec bash "$berth_script" "$berth_tmp"; fi` + "\n")
-	b.WriteString(`exec sh "$berth_script" "$berth_tmp"` + "\n")
+	b.WriteString(`if command -v bash >/dev/null 2>&1; then exec bash "$berth_script" "$berth_tmp" "$berth_builds"; fi` + "\n")
+	b.WriteString(`exec sh "$berth_script" "$berth_tmp" "$berth_builds"` + "\n")
 	return b.String()
 }

@@ -3,6 +3,7 @@ package gitlab
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -24,7 +25,7 @@ var _ jobsource.Stager = (*Job)(nil)
 type shell struct{ jobsource.Files }
 
 // buildDirs resolves, on the instance, the builds dir and the job's
-// project dir, as the scripts do.
+// project dir, as the scripts do (buildsDirShell).
 func (j *Job) buildDirs(ctx context.Context, f jobsource.Files) (builds, project string, err error) {
 	if j.dirs[0] != "" {
 		return j.dirs[0], j.dirs[1], nil
@@ -32,7 +33,7 @@ func (j *Job) buildDirs(ctx context.Context, f jobsource.Files) (builds, project
 	builds = j.src.cfg.BuildsDir
 	if builds == "" {
 		var out bytes.Buffer
-		code, stderr, err := f.Stream(ctx, `printf '%s' "${HOME:-/tmp}/builds"`, nil, &out)
+		code, stderr, err := f.Stream(ctx, `printf '%s' `+buildsDirShell(""), nil, &out)
 		if err != nil {
 			return "", "", err
 		}
@@ -41,48 +42,73 @@ func (j *Job) buildDirs(ctx context.Context, f jobsource.Files) (builds, project
 		}
 		builds = out.String()
 	}
-	project = path.Join(builds, strconv.FormatInt(j.p.ID, 10), projectPath(j.p))
+	project = path.Join(builds, j.projectRel())
 	j.dirs = [2]string{builds, project}
 	return builds, project, nil
 }
 
-// stagingDir is where Prepare unpacks caches and artifacts; the script lays
-// it over the checkout (spec.go).
-func (j *Job) stagingDir() string {
-	return path.Join(j.dirs[0], strconv.FormatInt(j.p.ID, 10)+".staged")
-}
-
-// Prepare restores caches and downloads the artifacts of the job's
-// dependencies into its project dir, before the script. A dependency whose
-// artifacts cannot be had fails the job, as in gitlab-runner; a cache that
-// cannot be had does not.
+// Prepare gets the job's sources, restores its caches and downloads the
+// artifacts of its dependencies into its project dir, before the script,
+// in that order (as GitLab Runner: artifacts and caches win over tracked
+// files). A failure says why in the log and, through Finish, to GitLab.
 func (j *Job) Prepare(ctx context.Context, f jobsource.Files) error {
-	if err := j.unsupported(); err != nil {
-		j.writeLine("ERROR: " + err.Error())
-		return err
-	}
-	if len(j.p.Cache) == 0 && len(j.p.Dependencies) == 0 && len(j.p.Artifacts) == 0 {
+	err := j.prepare(ctx, f)
+	if err == nil {
 		return nil
 	}
-	_, project, err := j.buildDirs(ctx, f)
+	pe, ok := err.(*prepareError)
+	if !ok {
+		pe = &prepareError{reason: reasonSystem, msg: err.Error()}
+	}
+	// Said once, in the log's last line (Finish), with GitLab's reason.
+	j.failed.Store(pe)
+	return pe
+}
+
+func (j *Job) prepare(ctx context.Context, f jobsource.Files) error {
+	for _, err := range []error{j.gitErr, j.pullErr} {
+		if err != nil {
+			return &prepareError{reason: reasonConfiguration, msg: err.Error()}
+		}
+	}
+	if err := j.unsupported(); err != nil {
+		return &prepareError{reason: reasonUnsupported, msg: err.Error()}
+	}
+	builds, project, err := j.buildDirs(ctx, f)
 	if err != nil {
 		return err
 	}
 	if err := j.checkPatterns(project); err != nil {
-		j.writeLine("ERROR: " + err.Error())
+		return &prepareError{reason: reasonConfiguration, msg: err.Error()}
+	}
+	if err := j.getSources(ctx, f, builds, project); err != nil {
 		return err
 	}
-	staged := j.stagingDir()
-	for _, c := range j.p.Cache {
-		j.restoreCache(ctx, f, c, staged)
-	}
-	for _, d := range j.p.Dependencies {
-		if d.ArtifactsFile.Filename == "" {
-			continue // the dependency made no artifacts archive
+	if len(j.p.Cache) > 0 {
+		j.sectionStart("restore_cache", "Restoring cache")
+		for _, c := range j.p.Cache {
+			j.restoreCache(ctx, f, c, project)
 		}
-		if err := j.fetchDependency(ctx, f, d, staged); err != nil {
-			j.writeLine("ERROR: Downloading artifacts for " + d.Name + " (" + strconv.FormatInt(d.ID, 10) + ") failed: " + err.Error())
-			return fmt.Errorf("downloading the artifacts of job %d (%s) failed: %w", d.ID, d.Name, err)
+		j.sectionEnd("restore_cache")
+	}
+	var deps []jobDependency
+	for _, d := range j.p.Dependencies {
+		if d.ArtifactsFile.Filename != "" { // else the dependency made no archive
+			deps = append(deps, d)
+		}
+	}
+	if len(deps) == 0 {
+		return nil
+	}
+	j.sectionStart("download_artifacts", "Downloading artifacts")
+	defer j.sectionEnd("download_artifacts")
+	for _, d := range deps {
+		if err := j.fetchDependency(ctx, f, d, project); err != nil {
+			reason := reasonSystem
+			if errors.Is(err, errNoRetry) {
+				reason = reasonMissingDependency
+			}
+			return &prepareError{reason: reason, msg: fmt.Sprintf("downloading the artifacts of job %d (%s) failed: %v", d.ID, d.Name, err)}
 		}
 	}
 	return nil
@@ -90,12 +116,18 @@ func (j *Job) Prepare(ctx context.Context, f jobsource.Files) error {
 
 func (j *Job) fetchDependency(ctx context.Context, f jobsource.Files, d jobDependency, project string) error {
 	j.writeLine(fmt.Sprintf("Downloading artifacts for %s (%d)...", d.Name, d.ID))
-	file, size, err := j.downloadArtifacts(ctx, d)
-	if err != nil {
-		return err
+	var (
+		st  artifacts.Stats
+		err error
+	)
+	for attempt := 1; attempt <= j.git.attempts.artifacts; attempt++ {
+		if attempt > 1 {
+			j.writeLine(fmt.Sprintf("WARNING: %v; trying again (attempt %d of %d, ARTIFACT_DOWNLOAD_ATTEMPTS)", err, attempt, j.git.attempts.artifacts))
+		}
+		if st, err = j.fetchDependencyOnce(ctx, f, d, project); err == nil || errors.Is(err, errNoRetry) || ctx.Err() != nil {
+			break
+		}
 	}
-	defer file.Close()
-	st, err := artifacts.Unpack(ctx, shell{f}, project, file, size)
 	if err != nil {
 		return err
 	}
@@ -103,9 +135,19 @@ func (j *Job) fetchDependency(ctx context.Context, f jobsource.Files, d jobDepen
 	return nil
 }
 
-// Collect saves caches and uploads artifacts after after_script, then
-// removes the build dir. An artifact that cannot be uploaded fails the job
-// with the reason in its log.
+func (j *Job) fetchDependencyOnce(ctx context.Context, f jobsource.Files, d jobDependency, project string) (artifacts.Stats, error) {
+	file, size, err := j.downloadArtifacts(ctx, d)
+	if err != nil {
+		return artifacts.Stats{}, err
+	}
+	defer file.Close()
+	return artifacts.Unpack(ctx, shell{f}, project, file, size)
+}
+
+// Collect saves caches and uploads artifacts after after_script, from the
+// project dir the script ran in, then removes the build dir. An artifact
+// that cannot be uploaded fails the job with the reason in its log; paths
+// that match nothing are a warning, as in GitLab Runner.
 func (j *Job) Collect(ctx context.Context, f jobsource.Files, r jobsource.Result) jobsource.Result {
 	if len(j.p.Cache) == 0 && len(j.p.Artifacts) == 0 && j.dirs[0] == "" {
 		return j.cleanup(ctx, f, r)
@@ -115,21 +157,41 @@ func (j *Job) Collect(ctx context.Context, f jobsource.Files, r jobsource.Result
 		j.writeLine("WARNING: cannot reach the build dir for caches and artifacts: " + err.Error())
 		return r
 	}
+	if j.failed.Load() != nil {
+		// The job never got its sources: nothing of it to keep.
+		return j.cleanup(ctx, f, r)
+	}
 	ok := r.Failure == jobsource.FailureNone
+	var caches []jobCache
 	for _, c := range j.p.Cache {
-		if whenMatches(c.When, ok) {
+		if whenMatches(c.When, ok) && c.Policy != "pull" {
+			caches = append(caches, c)
+		}
+	}
+	if len(caches) > 0 {
+		j.sectionStart("archive_cache", "Saving cache for "+map[bool]string{true: "successful", false: "failed"}[ok]+" job")
+		for _, c := range caches {
 			j.saveCache(ctx, f, c, project)
+		}
+		j.sectionEnd("archive_cache")
+	}
+	var arts []jobArtifact
+	for _, a := range j.p.Artifacts {
+		if whenMatches(a.When, ok) {
+			arts = append(arts, a)
 		}
 	}
 	var failed []string
-	for _, a := range j.p.Artifacts {
-		if !whenMatches(a.When, ok) {
-			continue
+	if len(arts) > 0 {
+		j.sectionStart("upload_artifacts_on_"+map[bool]string{true: "success", false: "failure"}[ok],
+			"Uploading artifacts for "+map[bool]string{true: "successful", false: "failed"}[ok]+" job")
+		for _, a := range arts {
+			if err := j.collectArtifact(ctx, f, a, project); err != nil {
+				j.writeLine(fmt.Sprintf("\033[31;1mERROR: Uploading artifacts as %q to coordinator... failed: %v\033[0;m", a.Type, err))
+				failed = append(failed, fmt.Sprintf("%s: %v", a.Type, err))
+			}
 		}
-		if err := j.collectArtifact(ctx, f, a, project, ok); err != nil {
-			j.writeLine(fmt.Sprintf("ERROR: Uploading artifacts as %q to coordinator... failed: %v", a.Type, err))
-			failed = append(failed, fmt.Sprintf("%s: %v", a.Type, err))
-		}
+		j.sectionEnd("upload_artifacts_on_" + map[bool]string{true: "success", false: "failure"}[ok])
 	}
 	if len(failed) > 0 && ok {
 		r.ExitCode, r.Failure = -1, jobsource.FailureSystem
@@ -138,12 +200,19 @@ func (j *Job) Collect(ctx context.Context, f jobsource.Files, r jobsource.Result
 	return j.cleanup(ctx, f, r)
 }
 
-// cleanup removes the job's build dir (its sources, artifacts and caches).
+// cleanup removes the job's build dir (its sources, artifacts and caches)
+// and its temp dir. A GIT_CLONE_PATH checkout with GIT_STRATEGY fetch is
+// kept, for the next job on the instance to fetch into.
 func (j *Job) cleanup(ctx context.Context, f jobsource.Files, r jobsource.Result) jobsource.Result {
-	builds, _, err := j.buildDirs(ctx, f)
-	if err == nil {
-		_, _, _ = f.Stream(ctx, "rm -rf "+shellQuote(path.Join(builds, strconv.FormatInt(j.p.ID, 10)))+" "+shellQuote(j.stagingDir()), nil, nil)
+	builds, project, err := j.buildDirs(ctx, f)
+	if err != nil {
+		return r
 	}
+	rm := "rm -rf " + shellQuote(path.Join(builds, strconv.FormatInt(j.p.ID, 10))) + " " + shellQuote(path.Join(builds, "."+j.tmpName))
+	if j.git.clonePath != "" && j.git.strategy != "fetch" {
+		rm += " " + shellQuote(project)
+	}
+	_, _, _ = f.Stream(ctx, rm, nil, nil)
 	return r
 }
 
@@ -159,45 +228,46 @@ func whenMatches(when string, ok bool) bool {
 	}
 }
 
-func (j *Job) collectArtifact(ctx context.Context, f jobsource.Files, a jobArtifact, project string, ok bool) error {
+// collectArtifact packs and uploads one artifacts entry: the archive (zip)
+// or a report (gzip, or raw: the one file as it is).
+func (j *Job) collectArtifact(ctx context.Context, f jobsource.Files, a jobArtifact, project string) error {
 	if a.Type == "" {
 		a.Type = "archive"
 	}
 	if a.Format == "" {
 		a.Format = "zip"
 	}
-	if a.Format != string(artifacts.Zip) && a.Format != string(artifacts.Gzip) {
-		return fmt.Errorf("%w: artifact format %q is not one berth can make (zip, gzip)", errNoRetry, a.Format)
-	}
-	if a.Type == "archive" {
-		if ok {
-			j.writeLine("Uploading artifacts for successful job")
-		} else {
-			j.writeLine("Uploading artifacts for failed job")
-		}
-	}
 	paths, err := artifacts.Pick(ctx, shell{f}, project, artifacts.Spec{Paths: a.Paths, Exclude: a.Exclude, Untracked: a.Untracked})
 	if err != nil {
 		return err
 	}
 	for _, p := range a.Paths {
-		j.writeLine(fmt.Sprintf("%s: found %d matching artifact files and directories", p, countUnder(paths, p)))
+		if n := countUnder(paths, p); n > 0 {
+			j.writeLine(fmt.Sprintf("%s: found %d matching artifact files and directories", p, n))
+		} else {
+			j.writeLine(fmt.Sprintf("\033[0;33mWARNING: %s: no matching files. Ensure that the artifact path is relative to the working directory (%s)\033[0;m", p, project))
+		}
 	}
 	if len(paths) == 0 {
-		j.writeLine("WARNING: No files to upload")
+		j.writeLine("\033[31;1mERROR: No files to upload\033[0;m")
 		return nil
 	}
 	var buf bytes.Buffer
-	if _, err := artifacts.Pack(ctx, shell{f}, project, paths, artifacts.Format(a.Format), &buf); err != nil {
+	st, err := artifacts.Pack(ctx, shell{f}, project, paths, artifacts.Format(a.Format), &buf)
+	if err != nil {
 		return err
 	}
-	name := a.Name
-	if name == "" {
-		name = "artifacts"
-	}
-	filename := name + ".zip"
-	if a.Format == string(artifacts.Gzip) {
+	filename := a.Name
+	switch a.Format {
+	case string(artifacts.Gzip):
 		filename = a.Type + ".gz"
+	case string(artifacts.Raw):
+		filename = st.Name
+	default:
+		if filename == "" {
+			filename = "artifacts"
+		}
+		filename += ".zip"
 	}
 	if err := j.uploadArtifact(ctx, a, filename, buf.Bytes()); err != nil {
 		return err
@@ -227,16 +297,21 @@ func pathMatch(pattern, p string) (bool, error) {
 }
 
 // unsupported names what the job asks for that berth cannot do, so that it
-// fails at once rather than report a success it did not earn.
+// fails at once (runner_unsupported) rather than report a success it did
+// not earn. GitLab sends none of these to a runner that advertises what
+// berth does (api.go); an older GitLab might.
 func (j *Job) unsupported() error {
 	for _, st := range j.p.Steps {
 		if st.Name != "script" && st.Name != "after_script" {
-			return fmt.Errorf("the job has a %q step (from %s: in .gitlab-ci.yml), which berth cannot run: berth runs script and after_script only; do the work in script: (e.g. release-cli create for release:)", st.Name, st.Name)
+			return fmt.Errorf("the job has a %q step (from %s: in .gitlab-ci.yml), which berth does not run: berth runs script and after_script only; "+
+				"do the work in script: (for release:, run release-cli or glab in script:)", st.Name, st.Name)
 		}
 	}
 	for _, a := range j.p.Artifacts {
-		if a.Format != "" && a.Format != string(artifacts.Zip) && a.Format != string(artifacts.Gzip) {
-			return fmt.Errorf("artifact %q wants the %q format, which berth cannot make (zip and gzip only)", a.Type, a.Format)
+		switch artifacts.Format(a.Format) {
+		case "", artifacts.Zip, artifacts.Gzip, artifacts.Raw:
+		default:
+			return fmt.Errorf("artifact %q wants the %q format, which berth cannot make (zip, gzip and raw)", a.Type, a.Format)
 		}
 	}
 	return nil

@@ -137,18 +137,6 @@ func TestEscapingArtifactPathRefusedBeforeTheScript(t *testing.T) {
 	}
 }
 
-func TestReleaseStepFailsAtOnce(t *testing.T) {
-	f := newFake(t, gitlabfake.Options{})
-	f.AddJob(artifactJob(func(s *gitlabfake.JobSpec) {
-		s.Artifacts = nil
-		s.Steps = []gitlabfake.Step{{Name: "release", Script: []string{"release-cli create --tag-name v1"}}}
-	}))
-	res, out := runStaged(t, takeJob(t, stagedSource(t, f, nil)))
-	if res.Failure == jobsource.FailureNone || !strings.Contains(res.Message, `"release" step`) || strings.Contains(out, "script-ran") {
-		t.Fatalf("result %+v, output %q", res, out)
-	}
-}
-
 func TestCorruptCacheIgnored(t *testing.T) {
 	f := newFake(t, gitlabfake.Options{})
 	st, err := cache.NewLocal(t.TempDir(), 0, nil)
@@ -185,20 +173,6 @@ func TestBuildDirRemovedAfterCollect(t *testing.T) {
 	runStaged(t, j)
 	if _, err := os.Stat(filepath.Join(s.cfg.BuildsDir, j.ID())); !os.IsNotExist(err) {
 		t.Errorf("build dir still there after the job: %v", err)
-	}
-}
-
-func TestFeaturesAdvertisedAreImplemented(t *testing.T) {
-	s := newTestSource(t, newFake(t, gitlabfake.Options{}), nil)
-	ft := s.versionInfo().Features
-	if ft.MultiBuildSteps {
-		t.Error("multi_build_steps advertised, but berth runs script and after_script only")
-	}
-	if !ft.Artifacts || !ft.UploadMultipleArtifacts || !ft.Cache || !ft.ArtifactsExclude {
-		t.Errorf("artifacts/cache not advertised: %+v", ft)
-	}
-	if ft.UploadRawArtifacts {
-		t.Error("raw artifacts advertised, but berth makes zip and gzip only")
 	}
 }
 

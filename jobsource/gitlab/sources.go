@@ -1,0 +1,303 @@
+package gitlab
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/berth-ci/berth/jobsource"
+)
+
+// berth fetches a job's sources itself, on the instance and outside the
+// job's image, as GitLab Runner's docker executor does with its helper
+// image: the job's image needs no git, and the checkout lands in the
+// builds dir, which an image job sees at the same path (the instance's
+// working directory, or a configured builds_dir, is bound into its root).
+// The fetch runs the instance's git: on the local provider's sandboxes the
+// host's (its /usr is bound read-only), on remote instances the one their
+// image installs. The git variables behave as GitLab documents them
+// (ci/runners/configure_runners.md, "Git strategy" and below).
+
+// gitOptions are the job's GIT_* and *_ATTEMPTS variables.
+type gitOptions struct {
+	strategy   string // fetch, clone or none
+	depth      int
+	submodules string // none, normal or recursive
+	subFlags   []string
+	checkout   bool
+	fetchFlags []string
+	cleanFlags []string // nil: no git clean
+	clonePath  string   // relative to the builds dir; "" for the default
+	attempts   struct{ sources, artifacts, cache int }
+}
+
+// gitOptionsOf reads the options from the job's expanded variables. A value
+// GitLab would refuse is an error that names the variable.
+func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
+	get := func(k string) string { return strings.TrimSpace(lastValue(vars, k)) }
+	o := gitOptions{strategy: "clone", depth: p.GitInfo.Depth, submodules: "none", checkout: true}
+	if p.AllowGitFetch {
+		o.strategy = "fetch"
+	}
+	switch s := get("GIT_STRATEGY"); s {
+	case "":
+	case "fetch", "clone", "none":
+		o.strategy = s
+	case "empty":
+		o.strategy = "none" // GitLab's "empty": a clean dir, no sources
+	default:
+		return o, fmt.Errorf("GIT_STRATEGY %q: use fetch, clone, none or empty", s)
+	}
+	if d := get("GIT_DEPTH"); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return o, fmt.Errorf("GIT_DEPTH %q: use a whole number (0 fetches all history)", d)
+		}
+		o.depth = n
+	}
+	switch s := get("GIT_SUBMODULE_STRATEGY"); s {
+	case "", "none":
+	case "normal", "recursive":
+		o.submodules = s
+	default:
+		return o, fmt.Errorf("GIT_SUBMODULE_STRATEGY %q: use none, normal or recursive", s)
+	}
+	o.subFlags = strings.Fields(get("GIT_SUBMODULE_UPDATE_FLAGS"))
+	if get("GIT_CHECKOUT") == "false" {
+		o.checkout = false
+	}
+	o.fetchFlags = []string{"--prune", "--quiet"}
+	if f := get("GIT_FETCH_EXTRA_FLAGS"); f == "none" {
+		o.fetchFlags = nil
+	} else if f != "" {
+		o.fetchFlags = strings.Fields(f)
+	}
+	o.cleanFlags = []string{"-ffdx"}
+	if f := get("GIT_CLEAN_FLAGS"); f == "none" {
+		o.cleanFlags = nil
+	} else if f != "" {
+		o.cleanFlags = strings.Fields(f)
+	}
+	for _, a := range []struct {
+		name string
+		to   *int
+	}{{"GET_SOURCES_ATTEMPTS", &o.attempts.sources}, {"ARTIFACT_DOWNLOAD_ATTEMPTS", &o.attempts.artifacts}, {"RESTORE_CACHE_ATTEMPTS", &o.attempts.cache}} {
+		*a.to = 1
+		if v := get(a.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 10 {
+				return o, fmt.Errorf("%s %q: use a number from 1 to 10", a.name, v)
+			}
+			*a.to = n
+		}
+	}
+	// Unexpanded: its $CI_BUILDS_DIR is not a job variable but the runner's.
+	if cp := lastValue(p.Variables, "GIT_CLONE_PATH"); cp != "" {
+		rel, err := clonePath(cp, vars)
+		if err != nil {
+			return o, err
+		}
+		o.clonePath = rel
+	}
+	return o, nil
+}
+
+// buildsDirMark stands for $CI_BUILDS_DIR while GIT_CLONE_PATH is expanded:
+// the builds dir is known only on the instance.
+const buildsDirMark = "\x00builds"
+
+// clonePath expands GIT_CLONE_PATH and returns it relative to the builds
+// dir. GitLab requires the path to lie under $CI_BUILDS_DIR.
+func clonePath(raw string, vars []jobVariable) (string, error) {
+	values := map[string]string{}
+	for _, v := range vars {
+		values[v.Key] = v.Value
+	}
+	values["CI_BUILDS_DIR"] = buildsDirMark
+	expanded := expandString(raw, values)
+	rest, ok := strings.CutPrefix(expanded, buildsDirMark)
+	if !ok || !strings.HasPrefix(rest, "/") {
+		return "", fmt.Errorf("GIT_CLONE_PATH %q must start with $CI_BUILDS_DIR/ (berth's builds dir differs from the docker executor's /builds)", raw)
+	}
+	rel := path.Clean(strings.TrimPrefix(rest, "/"))
+	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || strings.Contains(rel, buildsDirMark) {
+		return "", fmt.Errorf("GIT_CLONE_PATH %q must name a directory below $CI_BUILDS_DIR", raw)
+	}
+	return rel, nil
+}
+
+// projectRel is the project dir relative to the builds dir.
+func (j *Job) projectRel() string {
+	if j.git.clonePath != "" {
+		return j.git.clonePath
+	}
+	return strconv.FormatInt(j.p.ID, 10) + "/" + projectPath(j.p)
+}
+
+// getSources fetches the sources into the project dir on the instance,
+// trying GET_SOURCES_ATTEMPTS times.
+func (j *Job) getSources(ctx context.Context, f jobsource.Files, builds, project string) error {
+	j.sectionStart("get_sources", "Getting source from Git repository")
+	defer j.sectionEnd("get_sources")
+	if j.git.strategy == "none" {
+		j.writeLine("Skipping Git repository setup (GIT_STRATEGY: none)")
+		_, _, err := f.Stream(ctx, "mkdir -p "+shellQuote(project), nil, nil)
+		return err
+	}
+	script, input := j.fetchScript(builds, project)
+	var err error
+	for attempt := 1; attempt <= j.git.attempts.sources; attempt++ {
+		if attempt > 1 {
+			j.writeLine(fmt.Sprintf("WARNING: Getting sources failed: %v; trying again (attempt %d of %d, GET_SOURCES_ATTEMPTS)", err, attempt, j.git.attempts.sources))
+		}
+		var code int
+		code, _, err = f.Stream(ctx, `script=$(cat) && exec </dev/null && eval "$script"`, strings.NewReader(input+script), j.Log())
+		if err != nil {
+			return err
+		}
+		if code == errNoGit {
+			return &prepareError{reason: reasonConfiguration, msg: "git is not installed on the instance: berth fetches the sources there, outside the job's image " +
+				"(the job's image needs no git); install git on the instance (its image, or the host for the local provider), or set GIT_STRATEGY: none"}
+		}
+		if code == 0 {
+			return nil
+		}
+		err = fmt.Errorf("git exited %d", code)
+	}
+	return &prepareError{reason: reasonScript, msg: "getting the sources failed: " + err.Error()}
+}
+
+// errNoGit is the fetch script's exit code when git is missing.
+const errNoGit = 42
+
+// fetchScript returns the script that fetches the sources and what it
+// reads first on stdin: the job's variables and the authentication
+// header, which so stay off every command line on the instance.
+func (j *Job) fetchScript(builds, project string) (script, input string) {
+	clean, auth := repoAccess(j.p)
+	g := j.p.GitInfo
+	o := j.git
+	refspecs := g.Refspecs
+	if len(refspecs) == 0 && g.Ref != "" {
+		if g.RefType == "tag" {
+			refspecs = []string{"+refs/tags/" + g.Ref + ":refs/tags/" + g.Ref}
+		} else {
+			refspecs = []string{"+refs/heads/" + g.Ref + ":refs/remotes/origin/" + g.Ref}
+		}
+	}
+	if len(refspecs) == 0 {
+		refspecs = []string{g.Sha}
+	}
+	var in strings.Builder
+	for _, v := range expandVariables(j.p.Variables) {
+		if validName(v.Key) && !v.File && !strings.HasPrefix(v.Key, "GIT_CONFIG_") {
+			in.WriteString("export " + v.Key + "=" + shellQuote(v.Value) + "\n")
+		}
+		if v.Key == "GIT_CONFIG_GLOBAL" && !v.File {
+			in.WriteString("export GIT_CONFIG_GLOBAL=" + shellQuote(v.Value) + "\n")
+		}
+	}
+	in.WriteString("export CI_BUILDS_DIR=" + shellQuote(builds) + " CI_PROJECT_DIR=" + shellQuote(project) + "\n")
+	if auth != "" {
+		// Scoped to GitLab's URL, in git's environment rather than its
+		// arguments: never in .git/config, never in a process list.
+		in.WriteString("export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=" + shellQuote("http."+serverBase(clean)+".extraHeader") +
+			" GIT_CONFIG_VALUE_0=" + shellQuote(auth) + "\n")
+	}
+
+	var b strings.Builder
+	line := func(s string) { b.WriteString(s + "\n") }
+	echo := func(s string) { line("printf '%s\\n' " + shellQuote(s)) }
+	line("set -e")
+	line("exec 2>&1")
+	line(fmt.Sprintf(`command -v git >/dev/null 2>&1 || { echo "ERROR: git is not installed on the instance"; exit %d; }`, errNoGit))
+	d := shellQuote(project)
+	if o.strategy == "clone" {
+		line("rm -rf " + d)
+	}
+	if o.depth > 0 {
+		echo(fmt.Sprintf("Fetching changes with git depth set to %d...", o.depth))
+	} else {
+		echo("Fetching changes...")
+	}
+	line("mkdir -p " + d + " && cd " + d)
+	line(`if [ -d .git ]; then rm -f .git/index.lock .git/shallow.lock .git/HEAD.lock; echo "Reinitialized existing Git repository in $PWD/.git/"; ` +
+		`else git -c init.defaultBranch=main init -q . && echo "Created fresh repository."; fi`)
+	line("git remote set-url origin " + shellQuote(clean) + " 2>/dev/null || git remote add origin " + shellQuote(clean))
+	fetch := "git fetch --no-tags"
+	for _, f := range o.fetchFlags {
+		fetch += " " + shellQuote(f)
+	}
+	if o.depth > 0 {
+		fetch += " --depth " + strconv.Itoa(o.depth)
+	}
+	fetch += " origin"
+	for _, r := range refspecs {
+		fetch += " " + shellQuote(r)
+	}
+	line(fetch)
+	if !o.checkout {
+		echo("Skipping Git checkout (GIT_CHECKOUT: false)")
+		echo("Skipping Git submodules setup")
+		return b.String(), in.String()
+	}
+	echo(fmt.Sprintf("Checking out %s as detached HEAD (ref is %s)...", shortSha(g.Sha), g.Ref))
+	line("git -c advice.detachedHead=false checkout -f -q " + shellQuote(g.Sha))
+	if len(o.cleanFlags) > 0 {
+		line("git clean " + quoteAll(o.cleanFlags))
+	}
+	switch o.submodules {
+	case "none":
+		echo("Skipping Git submodules setup")
+	default:
+		rec := ""
+		if o.submodules == "recursive" {
+			rec = " --recursive"
+		}
+		echo("Updating/initializing submodules" + strings.ReplaceAll(rec, " --", " ") + "...")
+		line("git submodule sync" + rec)
+		upd := "git submodule update --init" + rec
+		if len(o.subFlags) > 0 {
+			upd += " " + quoteAll(o.subFlags)
+		}
+		line(upd)
+		if len(o.cleanFlags) > 0 {
+			line("git submodule foreach" + rec + " git clean " + quoteAll(o.cleanFlags))
+		}
+	}
+	return b.String(), in.String()
+}
+
+func quoteAll(ws []string) string {
+	q := make([]string, len(ws))
+	for i, w := range ws {
+		q[i] = shellQuote(w)
+	}
+	return strings.Join(q, " ")
+}
+
+// serverBase is scheme://host/ of a repository URL, the scope of the
+// authentication header (submodules on the same GitLab get it too, as with
+// GitLab Runner).
+func serverBase(repo string) string {
+	u, err := url.Parse(repo)
+	if err != nil {
+		return repo
+	}
+	return u.Scheme + "://" + u.Host + "/"
+}
+
+// lastValue is the value of variable k; a later definition wins, as in
+// GitLab's payload (job variables after project and group ones).
+func lastValue(vars []jobVariable, k string) string {
+	v := ""
+	for _, x := range vars {
+		if x.Key == k {
+			v = x.Value
+		}
+	}
+	return v
+}
