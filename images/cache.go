@@ -144,13 +144,8 @@ func Open(cfg Config) (*Cache, error) {
 		log = slog.Default()
 	}
 	c := &Cache{cfg: cfg, log: log}
-	for _, d := range []string{"layers", "images", "refs", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o700); err != nil {
-			return nil, fmt.Errorf("image cache: %w", err)
-		}
-		if err := c.ownAll(cfg.Dir, filepath.Join(cfg.Dir, d)); err != nil {
-			return nil, fmt.Errorf("image cache: %w", err)
-		}
+	if err := c.ensureDirs(); err != nil {
+		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	return c, nil
 }

@@ -133,6 +133,10 @@ func unpackEntry(tr *tar.Reader, hdr *tar.Header, dir, rel string) (int64, error
 		return 0, unix.Setxattr(pdir, "user.overlay.opaque", []byte("y"), 0)
 	}
 	if name, ok := strings.CutPrefix(base, ".wh."); ok {
+		if !validWhiteout(name) {
+			// ".wh..." names "..": the layer's parent, the cache's own tmp.
+			return 0, fmt.Errorf("%w: whiteout %q names %q, not a file of the layer", errCorrupt, hdr.Name, name)
+		}
 		target = filepath.Join(pdir, name)
 		os.RemoveAll(target)
 		return 0, unix.Mknod(target, unix.S_IFCHR|0o000, 0)
@@ -157,6 +161,12 @@ func unpackEntry(tr *tar.Reader, hdr *tar.Header, dir, rel string) (int64, error
 	// Device nodes, FIFOs and anything else: a job's /dev comes from the
 	// runner, never from an image.
 	return 0, nil
+}
+
+// validWhiteout says whether the name a whiteout hides is one entry of its
+// directory, as every other name of the layer must be.
+func validWhiteout(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 func writeFile(target string, r io.Reader, mode uint32) (int64, error) {
