@@ -14,7 +14,7 @@ var cacheDirs = []string{"layers", "images", "refs", "tmp"}
 // directories. Anything else in their place (a device node a hostile layer
 // left, a symlink, a file) is removed and the directory made anew, so that
 // one bad pull never fails every later job on the instance.
-func (c *Cache) ensureDirsX() error {
+func (c *Cache) ensureDirs() error {
 	if err := os.MkdirAll(filepath.Dir(c.cfg.Dir), 0o700); err != nil {
 		return err
 	}
@@ -50,4 +50,3 @@ func (c *Cache) ensureDir(dir string) error {
 	}
 	return os.Mkdir(dir, 0o700)
 }
-func (c *Cache) ensureDirs() error { return nil }
