@@ -67,6 +67,17 @@ type Config struct {
 	Transport http.RoundTripper
 	// Logger receives one line per pull; nil is slog.Default().
 	Logger *slog.Logger
+	// RefusePrivate refuses registries at loopback, link-local, private
+	// and other internal addresses unless Private or Insecure lists them,
+	// and gives every job the same words for a registry that did not
+	// answer. For pulls on berth's host for a sandbox without network:
+	// an image name must not reach what the sandbox cannot.
+	RefusePrivate bool
+	// Private lists registries (host or host:port) allowed at internal
+	// addresses under RefusePrivate.
+	Private []string
+	// Limits bound each pull's downloads and unpacked files.
+	Limits Limits
 	// Owner, when set, is given every file and directory the cache
 	// creates (see Owner); nil leaves them to the calling user.
 	Owner *Owner
@@ -163,18 +174,18 @@ func (c *Cache) Get(ctx context.Context, image string, creds []Credential) (*Ima
 	}
 	unlock, err := c.lockCache()
 	if err != nil {
-		return nil, classify(image, err)
+		return nil, c.classify(image, err)
 	}
 	defer unlock()
 	c.removeLeftovers()
 	start := time.Now()
 	rec, pulled, err := c.resolve(ctx, image, ref.Name(), creds)
 	if err != nil {
-		return nil, classify(image, err)
+		return nil, c.classify(image, err)
 	}
 	im, err := c.open(image, rec)
 	if err != nil {
-		return nil, classify(image, err)
+		return nil, c.classify(image, err)
 	}
 	im.Pulled = pulled
 	c.log.Info("image ready", "image", image, "digest", rec.Digest, "layers", len(rec.Layers),
