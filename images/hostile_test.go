@@ -211,3 +211,29 @@ func TestListedPrivateRegistriesArePulled(t *testing.T) {
 		t.Fatalf("the redirect was not refused for its address: %v", pe)
 	}
 }
+
+// TestAllowedImagesMatchWhatIsPulled: a digest after an allowed tag does
+// not pass on the tag; the digest form must be allowed itself.
+func TestAllowedImagesMatchWhatIsPulled(t *testing.T) {
+	const dg = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		image, glob string
+		want        bool
+	}{
+		{"golang:1.22@" + dg, "golang:1.22*", false},
+		{"golang:1.22@" + dg, "golang:*", false},
+		{"registry:5000/team/app:v1@" + dg, "registry:5000/team/app:v1*", false},
+		{"golang:1.22@" + dg, "golang@" + dg, true},
+		{"golang@" + dg, "index.docker.io/library/golang@sha256:*", true},
+		{"registry:5000/team/app:v1@" + dg, "registry:5000/team/**", true},
+		{"golang:1.22", "golang:*", true},
+	} {
+		ref, err := ParseRef(tc.image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Allowed(tc.image, ref, []string{tc.glob}); got != tc.want {
+			t.Errorf("Allowed(%s, %s) = %v", tc.image, tc.glob, got)
+		}
+	}
+}
