@@ -76,6 +76,10 @@ type Config struct {
 	// Private lists registries (host or host:port) allowed at internal
 	// addresses under RefusePrivate.
 	Private []string
+	// Verify checks each cached layer against the seal written when it
+	// was unpacked before this process first uses it (it reads every
+	// byte once): a damaged layer is logged, removed and pulled again.
+	Verify bool
 	// Limits bound each pull's downloads and unpacked files.
 	Limits Limits
 	// Owner, when set, is given every file and directory the cache
@@ -180,6 +184,14 @@ func (c *Cache) Get(ctx context.Context, image string, creds []Credential) (*Ima
 	c.removeLeftovers()
 	start := time.Now()
 	rec, pulled, err := c.resolve(ctx, image, ref.Name(), creds)
+	if err == nil && c.cfg.Verify {
+		if bad := c.damagedLayers(rec); len(bad) > 0 {
+			for _, l := range bad {
+				c.removeLayer(l)
+			}
+			rec, pulled, err = c.resolve(ctx, image, ref.Name(), creds)
+		}
+	}
 	if err != nil {
 		return nil, c.classify(image, err)
 	}
@@ -418,7 +430,7 @@ func (c *Cache) removeUnused(recs []usedRecord) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		if !inUse[strings.TrimSuffix(e.Name(), ".size")] {
+		if !inUse[strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".size"), ".seal")] {
 			errs = append(errs, removeTree(filepath.Join(c.cfg.Dir, "layers", e.Name())))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -235,5 +236,41 @@ func TestAllowedImagesMatchWhatIsPulled(t *testing.T) {
 		if got := Allowed(tc.image, ref, []string{tc.glob}); got != tc.want {
 			t.Errorf("Allowed(%s, %s) = %v", tc.image, tc.glob, got)
 		}
+	}
+}
+
+// TestDamagedLayerIsPulledAgain flips a byte of a cached layer's file and
+// adds a file to another, as a disk might while berth is down: after the
+// restart (the process's checks forgotten) the next Get sees both, logs
+// them and pulls the image again, and the job reads the right bytes.
+func TestDamagedLayerIsPulledAgain(t *testing.T) {
+	r := newRegistry(t, nil)
+	ref := r.push(t, "app:1", buildImage(t, nil, layer(t, file{name: "bin/tool", body: "right bytes"}), layer(t, file{name: "etc/conf", body: "x"})))
+	var logged bytes.Buffer
+	c := r.openCache(t, func(cfg *Config) {
+		cfg.Verify = true
+		cfg.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	})
+	im := get(t, c, ref)
+	im.Release()
+	tool := filepath.Join(im.LayerDirs[0], "bin", "tool")
+	if err := os.WriteFile(tool, []byte("wrong bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(im.LayerDirs[1], "etc", "extra"), nil, 0o644)
+	if im := get(t, c, ref); im.Pulled {
+		t.Fatal("the layers were checked again within the same process")
+	}
+	verified.Clear() // a restart
+	im = get(t, c, ref)
+	defer im.Release()
+	if !im.Pulled {
+		t.Fatal("the damaged layers were used as they were")
+	}
+	if b, _ := os.ReadFile(tool); string(b) != "right bytes" {
+		t.Fatalf("the job would read %q", b)
+	}
+	if n := strings.Count(logged.String(), "cached image layer damaged"); n != 2 {
+		t.Fatalf("%d damaged layers logged, want 2:\n%s", n, logged.String())
 	}
 }

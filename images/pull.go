@@ -193,8 +193,9 @@ func (c *Cache) unpackImage(image string, img v1.Image) (*record, error) {
 
 // removeLayer deletes an unpacked layer and its size file.
 func (c *Cache) removeLayer(digest string) {
-	removeTree(c.layerDir(digest))
 	os.Remove(c.layerDir(digest) + ".size")
+	os.Remove(c.sealPath(digest))
+	removeTree(c.layerDir(digest))
 }
 
 // ensureLayer unpacks one layer unless the cache has it (isNew says it did),
@@ -238,6 +239,9 @@ func (c *Cache) ensureLayer(image string, l v1.Layer, digest string, b *budget) 
 	}
 	if err := c.ownTree(tmp); err != nil {
 		return 0, false, fmt.Errorf("give layer %s to the cache's owner: %w", digest, err)
+	}
+	if err := c.seal(digest, tmp); err != nil {
+		return 0, false, err
 	}
 	removeTree(dir)
 	return size, true, os.Rename(tmp, dir)

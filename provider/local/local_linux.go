@@ -55,6 +55,8 @@ type Provider struct {
 	uids, gids idRange
 	cgroups    *cgroupRoot
 	diskMax    int64 // disk_max in bytes, 0 for none
+	// diskReserve is disk_reserve in bytes, 0 for none.
+	diskReserve int64
 	slots      int   // capacity_per_instance, 0 when unknown
 	log        *slog.Logger
 	sandboxBin *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
@@ -130,8 +132,12 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	if p.cfg.DiskMax != "" {
 		p.diskMax, _ = parseSize(p.cfg.DiskMax) // checked by parseConfig
 	}
+	p.diskReserve = defaultDiskReserve(p.dir)
+	if p.cfg.DiskReserve != "" {
+		p.diskReserve, _ = parseSize(p.cfg.DiskReserve) // checked by parseConfig
+	}
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
-		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax)
+		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax, "disk_reserve", p.diskReserve)
 	checkPidMax(p.log)
 	p.cleanLeftovers()
 	p.sandboxBin = findSandboxBinary(ctx, p.log, sandboxBinaryDir())
@@ -298,7 +304,7 @@ func (p *Provider) probe(ctx context.Context) error {
 func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
-		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax,
+		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax, DiskReserve: p.diskReserve,
 		Slots: p.slots,
 	}
 }
