@@ -41,6 +41,8 @@ func (m *Manager) pullOnHost(ctx context.Context, id string, names []string, cre
 		// The pull runs on berth's host for a sandbox that may have no
 		// network: an image name must not reach the host's networks.
 		RefusePrivate: true, Private: set.PrivateRegistries,
+		// Layers damaged on the host's disk are seen before a job reads them.
+		Verify: true,
 	}
 	if where.Chown {
 		cfg.Owner = &images.Owner{UID: where.UID, GID: where.GID}

@@ -113,7 +113,7 @@ type diskWatch struct {
 
 	used, freeAtWalk, prevUsed int64
 	every                      time.Duration
-	lastWalk         time.Time
+	lastWalk                   time.Time
 }
 
 func (w *diskWatch) run() {

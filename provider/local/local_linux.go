@@ -57,9 +57,9 @@ type Provider struct {
 	diskMax    int64 // disk_max in bytes, 0 for none
 	// diskReserve is disk_reserve in bytes, 0 for none.
 	diskReserve int64
-	slots      int   // capacity_per_instance, 0 when unknown
-	log        *slog.Logger
-	sandboxBin *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
+	slots       int // capacity_per_instance, 0 when unknown
+	log         *slog.Logger
+	sandboxBin  *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex // per-instance operation locks
