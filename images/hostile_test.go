@@ -274,3 +274,34 @@ func TestDamagedLayerIsPulledAgain(t *testing.T) {
 		t.Fatalf("%d damaged layers logged, want 2:\n%s", n, logged.String())
 	}
 }
+
+// TestSweepRemovesWhatAKilledPullLeft: a pull killed mid-unpack leaves a
+// half layer and temporary files; Sweep at start-up removes them, and
+// leaves everything alone while another pull holds the cache.
+func TestSweepRemovesWhatAKilledPullLeft(t *testing.T) {
+	r := newRegistry(t, nil)
+	ref := r.push(t, "app:1", buildImage(t, nil, layer(t, file{name: "a", body: "a"})))
+	c := r.openCache(t, nil)
+	get(t, c, ref).Release()
+	half := filepath.Join(c.cfg.Dir, "tmp", "layer-123")
+	os.MkdirAll(filepath.Join(half, "usr", "lib"), 0o500)
+	part := filepath.Join(c.cfg.Dir, "layers", "abc.size.tmp")
+	os.WriteFile(part, []byte("1"), 0o600)
+	unlock, err := c.lockCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Sweep(c.cfg.Dir); n != 0 || err != nil {
+		t.Fatalf("Sweep under a running pull removed %d (%v)", n, err)
+	}
+	unlock()
+	if n, err := Sweep(c.cfg.Dir); n != 2 || err != nil {
+		t.Fatalf("Sweep removed %d entries (%v), want 2", n, err)
+	}
+	for _, p := range []string{half, part} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s survived the sweep: %v", p, err)
+		}
+	}
+	get(t, c, ref).Release()
+}

@@ -87,3 +87,28 @@ func du(dir string) int64 {
 	})
 	return used
 }
+
+// TestInitSweepsHalfUnpackedLayers: berth killed mid-pull leaves a half
+// layer in an instance's image cache; the next start removes it without
+// waiting for the next pull on that instance.
+func TestInitSweepsHalfUnpackedLayers(t *testing.T) {
+	dir := t.TempDir()
+	p := newGroup(t, dir, "")
+	id := startOne(t, p)
+	where, err := p.ImageCache(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := images.Open(images.Config{Dir: where.Dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(where.Dir, "lock"), nil, 0o600)
+	half := filepath.Join(where.Dir, "tmp", "layer-42")
+	if err := os.MkdirAll(filepath.Join(half, "usr"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	newGroup(t, dir, "") // the restart
+	if _, err := os.Lstat(half); !os.IsNotExist(err) {
+		t.Fatalf("the half-unpacked layer survived the restart: %v", err)
+	}
+}

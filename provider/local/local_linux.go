@@ -193,7 +193,9 @@ func (p *Provider) cleanLeftovers() {
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			removeAll(filepath.Join(p.dir, "instances", e.Name()))
+			continue
 		}
+		p.sweepImageCache(e.Name())
 	}
 	if p.cgroups != nil {
 		p.cleanCgroups(p.cgroups.dir)
