@@ -28,10 +28,10 @@ func TestZipToTarRefusesSymlinkChains(t *testing.T) {
 		})
 	}
 	for name, z := range map[string][]byte{
-		"chain":         mk(ent{name: "a/b/c", link: ".."}, ent{name: "a/b/c/x", link: "../.."}),
-		"deeper chain":  mk(ent{name: "a/b", link: "."}, ent{name: "a/b/b/b/up", link: "../.."}, ent{name: "a/b/up/f", body: "x"}),
-		"third link":    mk(ent{name: "d/e/l", link: ".."}, ent{name: "d/e/l/l2", link: "../.."}),
-		"loop":          mk(ent{name: "x", link: "y"}, ent{name: "y", link: "x"}, ent{name: "x/f", body: "x"}),
+		"chain":        mk(ent{name: "a/b/c", link: ".."}, ent{name: "a/b/c/x", link: "../.."}),
+		"deeper chain": mk(ent{name: "a/b", link: "."}, ent{name: "a/b/b/b/up", link: "../.."}, ent{name: "a/b/up/f", body: "x"}),
+		"third link":   mk(ent{name: "d/e/l", link: ".."}, ent{name: "d/e/l/l2", link: "../.."}),
+		"loop":         mk(ent{name: "x", link: "y"}, ent{name: "y", link: "x"}, ent{name: "x/f", body: "x"}),
 	} {
 		if _, err := ZipToTar(bytes.NewReader(z), int64(len(z)), io.Discard); !errors.Is(err, ErrEscapes) {
 			t.Errorf("%s: %v, want ErrEscapes", name, err)
