@@ -85,7 +85,7 @@ func TestPullsStopAtTheirLimits(t *testing.T) {
 		img       v1.Image
 		lim       Limits
 	}{
-		{"gzip bomb", "max_image_size", buildImage(t, nil, layer(t, file{name: "a", body: "a"}), bombLayer(t, 32<<20)), Limits{ImageBytes: 4 << 20}},
+		{"gzip bomb", "max_image_size", buildImage(t, nil, layer(t, file{name: "a", body: "a"}), bombLayer(t, 12<<20)), Limits{ImageBytes: 4 << 20}},
 		{"entries", "max_image_entries", buildImage(t, nil, layer(t, many...)), Limits{ImageEntries: 100}},
 		{"declared layer size", "max_layer_size", buildImage(t, nil, randomLayer(t, 1, 64<<10)), Limits{LayerBytes: 16 << 10}},
 	} {
@@ -132,7 +132,7 @@ func TestBombOnASmallFileSystemKeepsTheReserve(t *testing.T) {
 	defer exec.Command("umount", dir).Run()
 	r := newRegistry(t, nil)
 	good := r.push(t, "good:1", buildImage(t, nil, layer(t, file{name: "ok", body: "ok"})))
-	bomb := r.push(t, "bomb:1", buildImage(t, nil, bombLayer(t, 1<<20), bombLayer(t, 1<<20+1), bombLayer(t, 64<<20)))
+	bomb := r.push(t, "bomb:1", buildImage(t, nil, bombLayer(t, 1<<20), bombLayer(t, 1<<20+1), bombLayer(t, 12<<20)))
 	c := r.openCache(t, func(cfg *Config) { cfg.Dir = filepath.Join(dir, "images"); cfg.Limits.Reserve = 2 << 20 })
 	for range 3 { // each submit repeats the attack
 		pe := pullKind(t, c, bomb, nil, KindDiskFull)

@@ -125,7 +125,7 @@ func TestImageAttacks(t *testing.T) {
 		}
 	})
 	t.Run("gzip bomb", func(t *testing.T) {
-		bomb := imagetest.Push(t, f.host, "bomb:1", imagetest.Busybox(t, "", layerOf(t, &tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: 256 << 20})))
+		bomb := imagetest.Push(t, f.host, "bomb:1", imagetest.Busybox(t, "", layerOf(t, &tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: 48 << 20})))
 		for range 3 {
 			if msg := kind(bomb, images.KindTooLarge); !strings.Contains(msg, "max_image_size") {
 				t.Fatalf("the error does not name the key: %s", msg)
