@@ -185,7 +185,10 @@ func runSandbox(log *slog.Logger) error {
 	if err := setupRoot(cfg); err != nil {
 		return err
 	}
-	imageJobs := keepImageJobsDir(log)
+	imageJobs := ""
+	if !cfg.Probe {
+		imageJobs = keepImageJobsDir(log)
+	}
 	jobs, err := newJobNS()
 	if err != nil {
 		return err
