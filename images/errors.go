@@ -73,7 +73,7 @@ func hint(k Kind) string {
 	case KindNotCached:
 		return " (pull_policy is never: pull the image on the instance first, or set pull_policy = \"if-not-present\")"
 	case KindDiskFull:
-		return " (free disk space on the instance or lower [images] cache_size)"
+		return " (free disk space on the instance, or lower [images] cache_size or disk_reserve)"
 	case KindTooLarge:
 		return " (use a smaller image, or raise the [images] limit named above)"
 	}
