@@ -148,12 +148,18 @@ func ZipToTar(ra io.ReaderAt, size int64, w io.Writer) (Stats, error) {
 		return st, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	tw := tar.NewWriter(w)
+	links := archiveLinks{}
 	for _, f := range zr.File {
 		name, err := safeName(f.Name)
 		if err != nil {
 			return st, err
 		}
 		mode := f.Mode()
+		if mode&fs.ModeSymlink == 0 {
+			if err := links.check(name, "", false); err != nil {
+				return st, err
+			}
+		}
 		h := &tar.Header{Name: name, Mode: int64(mode.Perm()), ModTime: f.Modified}
 		switch {
 		case mode.IsDir():
@@ -167,6 +173,9 @@ func ZipToTar(ra io.ReaderAt, size int64, w io.Writer) (Stats, error) {
 				return st, err
 			}
 			if err := safeLink(name, target); err != nil {
+				return st, err
+			}
+			if err := links.check(name, target, true); err != nil {
 				return st, err
 			}
 			h.Typeflag, h.Linkname = tar.TypeSymlink, target

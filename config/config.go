@@ -298,7 +298,7 @@ func Default() *Config {
 		JobTimeout:      DefaultJobTimeout,
 		ShutdownTimeout: DefaultShutdownTimeout,
 		Sources:         []Source{{Kind: SourceQueue}},
-		Images:          Images{PullPolicy: DefaultPullPolicy, CacheSize: DefaultCacheSize},
+		Images:          DefaultImages(),
 		JobRetention:    DefaultJobRetention,
 		LogRetention:    DefaultLogRetention,
 		Autoscaler: Autoscaler{

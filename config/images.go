@@ -29,6 +29,23 @@ type Images struct {
 	// CacheDir (key cache_dir) is the cache directory on the instances;
 	// empty is ~/.cache/berth of the SSH user.
 	CacheDir string
+	// MaxLayerSize (key max_layer_size) bounds a layer's compressed size,
+	// as declared and as downloaded. 0 is no bound.
+	MaxLayerSize int64
+	// MaxImageSize (key max_image_size) bounds the unpacked bytes of one
+	// image. 0 is no bound.
+	MaxImageSize int64
+	// MaxImageEntries (key max_image_entries) bounds the files,
+	// directories and links of one image. 0 is no bound.
+	MaxImageEntries int64
+	// DiskReserve (key disk_reserve) is the free space of the cache's
+	// file system that no pull eats into. 0 is none.
+	DiskReserve int64
+	// PrivateRegistries (key private_registries) lists registries
+	// (host or host:port) berth may pull from on its own host although
+	// they resolve to loopback, link-local or private addresses; the
+	// insecure_registries count as listed too.
+	PrivateRegistries []string
 }
 
 // DefaultPullPolicy is GitLab's default.
@@ -38,10 +55,27 @@ const DefaultPullPolicy = "if-not-present"
 // not set: 20 GiB (docs/config.md says "20GiB"; a test keeps them equal).
 const DefaultCacheSize = 20 << 30
 
+// The defaults of the pull limits: generous for real images (the largest
+// common CI images unpack to a few GB in under 100,000 files), small
+// enough that a hostile image is stopped long before a disk fills.
+const (
+	DefaultMaxLayerSize    = 10 << 30
+	DefaultMaxImageSize    = 20 << 30
+	DefaultMaxImageEntries = 1_000_000
+	DefaultDiskReserve     = 1 << 30
+)
+
+// DefaultImages is the [images] table when the config gives none of it.
+func DefaultImages() Images {
+	return Images{PullPolicy: DefaultPullPolicy, CacheSize: DefaultCacheSize,
+		MaxLayerSize: DefaultMaxLayerSize, MaxImageSize: DefaultMaxImageSize,
+		MaxImageEntries: DefaultMaxImageEntries, DiskReserve: DefaultDiskReserve}
+}
+
 func (d *decoder) images(t *table, im *Images) {
 	t.strings("insecure_registries", &im.InsecureRegistries)
 	for i, r := range im.InsecureRegistries {
-		if _, _, err := net.SplitHostPort(r); err != nil && strings.ContainsAny(r, "/:") {
+		if !validRegistry(r) {
 			d.issue(fmt.Sprintf("%s[%d]", t.key("insecure_registries"), i), r, "must be a registry host or host:port, as in the image name (e.g. \"registry.local:5000\")")
 		}
 	}
@@ -61,16 +95,41 @@ func (d *decoder) images(t *table, im *Images) {
 			d.issue(fmt.Sprintf("%s[%d]", t.key("allowed_pull_policies"), i), p, `must be "always", "if-not-present" or "never"`)
 		}
 	}
-	var size string
-	if t.str("cache_size", &size) {
-		n, err := parseSize(size)
-		if err != nil {
-			d.issue(t.key("cache_size"), size, "%v", err)
+	for _, k := range []struct {
+		key string
+		dst *int64
+	}{{"cache_size", &im.CacheSize}, {"max_layer_size", &im.MaxLayerSize}, {"max_image_size", &im.MaxImageSize}, {"disk_reserve", &im.DiskReserve}} {
+		var size string
+		if t.str(k.key, &size) {
+			n, err := parseSize(size)
+			if err != nil {
+				d.issue(t.key(k.key), size, "%v", err)
+			}
+			*k.dst = n
 		}
-		im.CacheSize = n
+	}
+	entries := -1
+	if t.int("max_image_entries", &entries); entries >= 0 {
+		im.MaxImageEntries = int64(entries)
+	}
+	t.strings("private_registries", &im.PrivateRegistries)
+	for i, r := range im.PrivateRegistries {
+		if !validRegistry(r) {
+			d.issue(fmt.Sprintf("%s[%d]", t.key("private_registries"), i), r, "must be a registry host or host:port, as in the image name (e.g. \"registry.local:5000\")")
+		}
 	}
 	t.str("cache_dir", &im.CacheDir)
 	t.finish()
+}
+
+// validRegistry says whether r is a registry as an image name holds it:
+// host or host:port, no scheme, no path.
+func validRegistry(r string) bool {
+	if r == "" || strings.Contains(r, "/") {
+		return false
+	}
+	_, _, err := net.SplitHostPort(r)
+	return err == nil || !strings.Contains(r, ":")
 }
 
 // parseSize reads "512MB", "20GB", "1GiB" or a plain byte count: KB, MB,

@@ -67,6 +67,21 @@ type Config struct {
 	Transport http.RoundTripper
 	// Logger receives one line per pull; nil is slog.Default().
 	Logger *slog.Logger
+	// RefusePrivate refuses registries at loopback, link-local, private
+	// and other internal addresses unless Private or Insecure lists them,
+	// and gives every job the same words for a registry that did not
+	// answer. For pulls on berth's host for a sandbox without network:
+	// an image name must not reach what the sandbox cannot.
+	RefusePrivate bool
+	// Private lists registries (host or host:port) allowed at internal
+	// addresses under RefusePrivate.
+	Private []string
+	// Verify checks each cached layer against the seal written when it
+	// was unpacked before this process first uses it (it reads every
+	// byte once): a damaged layer is logged, removed and pulled again.
+	Verify bool
+	// Limits bound each pull's downloads and unpacked files.
+	Limits Limits
 	// Owner, when set, is given every file and directory the cache
 	// creates (see Owner); nil leaves them to the calling user.
 	Owner *Owner
@@ -144,13 +159,8 @@ func Open(cfg Config) (*Cache, error) {
 		log = slog.Default()
 	}
 	c := &Cache{cfg: cfg, log: log}
-	for _, d := range []string{"layers", "images", "refs", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o700); err != nil {
-			return nil, fmt.Errorf("image cache: %w", err)
-		}
-		if err := c.ownAll(cfg.Dir, filepath.Join(cfg.Dir, d)); err != nil {
-			return nil, fmt.Errorf("image cache: %w", err)
-		}
+	if err := c.ensureDirs(); err != nil {
+		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	return c, nil
 }
@@ -168,18 +178,26 @@ func (c *Cache) Get(ctx context.Context, image string, creds []Credential) (*Ima
 	}
 	unlock, err := c.lockCache()
 	if err != nil {
-		return nil, classify(image, err)
+		return nil, c.classify(image, err)
 	}
 	defer unlock()
 	c.removeLeftovers()
 	start := time.Now()
 	rec, pulled, err := c.resolve(ctx, image, ref.Name(), creds)
+	if err == nil && c.cfg.Verify {
+		if bad := c.damagedLayers(rec); len(bad) > 0 {
+			for _, l := range bad {
+				c.removeLayer(l)
+			}
+			rec, pulled, err = c.resolve(ctx, image, ref.Name(), creds)
+		}
+	}
 	if err != nil {
-		return nil, classify(image, err)
+		return nil, c.classify(image, err)
 	}
 	im, err := c.open(image, rec)
 	if err != nil {
-		return nil, classify(image, err)
+		return nil, c.classify(image, err)
 	}
 	im.Pulled = pulled
 	c.log.Info("image ready", "image", image, "digest", rec.Digest, "layers", len(rec.Layers),
@@ -412,7 +430,7 @@ func (c *Cache) removeUnused(recs []usedRecord) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		if !inUse[strings.TrimSuffix(e.Name(), ".size")] {
+		if !inUse[strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".size"), ".seal")] {
 			errs = append(errs, removeTree(filepath.Join(c.cfg.Dir, "layers", e.Name())))
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -24,6 +26,7 @@ const (
 	KindInsecure     Kind = "plain HTTP registry not allowed"
 	KindNoPlatform   Kind = "no linux/amd64 image"
 	KindCorrupt      Kind = "corrupt layer"
+	KindTooLarge     Kind = "image too large"
 	KindNotCached    Kind = "not cached"
 	KindDiskFull     Kind = "disk full"
 	KindSystem       Kind = "system error"
@@ -70,7 +73,9 @@ func hint(k Kind) string {
 	case KindNotCached:
 		return " (pull_policy is never: pull the image on the instance first, or set pull_policy = \"if-not-present\")"
 	case KindDiskFull:
-		return " (free disk space on the instance or lower [images] cache_size)"
+		return " (free disk space on the instance, or lower [images] cache_size or disk_reserve)"
+	case KindTooLarge:
+		return " (use a smaller image, or raise the [images] limit named above)"
 	}
 	return ""
 }
@@ -83,18 +88,52 @@ func classify(image string, err error) *PullError {
 	}
 	kind := KindSystem
 	var te *transport.Error
-	var ne net.Error
+	var oe *net.OpError
+	var de *net.DNSError
+	var ue *url.Error
 	switch {
+	case errors.Is(err, errPrivate):
+		kind = KindUnreachable
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		kind = KindDiskFull
 	case errors.Is(err, errInsecure):
 		kind = KindInsecure
 	case errors.As(err, &te):
 		kind = transportKind(te)
-	case errors.As(err, &ne):
+	case errors.As(err, &oe), errors.As(err, &de), errors.As(err, &ue):
+		// Not net.Error: a file system errno satisfies that interface too.
 		kind = KindUnreachable
 	}
 	return &PullError{Image: image, Kind: kind, Err: err}
+}
+
+// classify is the package's classify, with the cause of a registry that
+// did not answer put in one message under RefusePrivate: how a connection
+// failed (refused, reset, a TLS or HTTP answer) would tell a job without
+// network what listens on the host's networks. The cause goes to the log.
+func (c *Cache) classify(image string, err error) *PullError {
+	pe := classify(image, err)
+	if !c.cfg.RefusePrivate || (pe.Kind != KindUnreachable && pe.Kind != KindInsecure) {
+		return pe
+	}
+	reg := image
+	if ref, perr := ParseRef(image); perr == nil {
+		reg = ref.Context().RegistryStr()
+	}
+	if slices.Contains(c.cfg.Private, reg) || slices.Contains(c.cfg.Insecure, reg) {
+		return pe // a registry the operator listed: its cause helps, and tells no secret
+	}
+	c.log.Warn("image pull: registry did not answer", "image", image, "registry", reg, "err", err)
+	return &PullError{Image: image, Kind: KindUnreachable, Err: &unreachableError{registry: reg}}
+}
+
+// unreachableError is the one message a job gets for a registry berth's
+// host did not reach.
+type unreachableError struct{ registry string }
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("no registry answered at %s from berth's host (registries at loopback, link-local or private addresses "+
+		"must be listed in [images] private_registries; the berth log has the cause)", e.registry)
 }
 
 func transportKind(te *transport.Error) Kind {

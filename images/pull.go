@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -79,6 +80,12 @@ func (c *Cache) fetch(ctx context.Context, image string, ref name.Reference, cre
 	next := c.cfg.Transport
 	if next == nil {
 		next = http.DefaultTransport
+	}
+	if c.cfg.RefusePrivate {
+		var err error
+		if next, err = guardTransport(next, append(slices.Clone(c.cfg.Private), c.cfg.Insecure...)); err != nil {
+			return nil, err
+		}
 	}
 	opts := []remote.Option{
 		remote.WithContext(ctx),
@@ -159,14 +166,24 @@ func (c *Cache) unpackImage(image string, img v1.Image) (*record, error) {
 		Env: cf.Config.Env, WorkingDir: cf.Config.WorkingDir, User: cf.Config.User,
 		Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd,
 	}}
+	b := &budget{lim: c.cfg.Limits, dir: filepath.Join(c.cfg.Dir, "tmp")}
+	var added []string
 	for _, l := range layers {
 		ld, err := l.Digest()
 		if err != nil {
 			return nil, err
 		}
-		size, err := c.ensureLayer(image, l, ld.String())
+		size, isNew, err := c.ensureLayer(image, l, ld.String(), b)
 		if err != nil {
+			// The layers this pull added belong to no image: a hostile
+			// image must not leave its first layers behind on each try.
+			for _, d := range added {
+				c.removeLayer(d)
+			}
 			return nil, err
+		}
+		if isNew {
+			added = append(added, ld.String())
 		}
 		rec.Layers = append(rec.Layers, ld.String())
 		rec.LayerSizes = append(rec.LayerSizes, size)
@@ -174,42 +191,77 @@ func (c *Cache) unpackImage(image string, img v1.Image) (*record, error) {
 	return rec, nil
 }
 
-// ensureLayer unpacks one layer unless the cache has it; the unpack goes to
-// a temporary directory renamed into place only once complete and verified.
-func (c *Cache) ensureLayer(image string, l v1.Layer, digest string) (int64, error) {
+// removeLayer deletes an unpacked layer and its size file.
+func (c *Cache) removeLayer(digest string) {
+	os.Remove(c.layerDir(digest) + ".size")
+	os.Remove(c.sealPath(digest))
+	removeTree(c.layerDir(digest))
+}
+
+// ensureLayer unpacks one layer unless the cache has it (isNew says it did),
+// within what is left of b; the unpack goes to a temporary directory
+// renamed into place only once complete and verified.
+func (c *Cache) ensureLayer(image string, l v1.Layer, digest string, b *budget) (size int64, isNew bool, err error) {
 	dir := c.layerDir(digest)
-	if b, err := os.ReadFile(dir + ".size"); err == nil {
+	if sb, err := os.ReadFile(dir + ".size"); err == nil {
 		if _, err := os.Stat(dir); err == nil {
 			var n int64
-			fmt.Sscan(string(b), &n)
-			return n, nil
+			fmt.Sscan(string(sb), &n)
+			b.bytes += n
+			return n, false, nil
 		}
+	}
+	declared, err := l.Size()
+	if err != nil {
+		return 0, false, err
+	}
+	if max := c.cfg.Limits.LayerBytes; max > 0 && declared > max {
+		return 0, false, &PullError{Image: image, Kind: KindTooLarge, Err: fmt.Errorf("layer %s: %w", digest,
+			&limitError{what: "compressed bytes in one layer (its manifest says " + fmt.Sprint(declared) + ")", limit: max, key: "max_layer_size"})}
 	}
 	tmp, err := os.MkdirTemp(c.cfg.Dir+"/tmp", "layer-")
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer removeTree(tmp)
 	rc, err := l.Compressed()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer rc.Close()
-	size, err := unpackLayer(verifyErrors{rc}, digest, tmp)
-	if errors.Is(err, errCorrupt) {
-		return 0, &PullError{Image: image, Kind: KindCorrupt, Err: err}
-	}
+	in := &capReader{r: verifyErrors{rc}, limit: c.cfg.Limits.LayerBytes, key: "max_layer_size"}
+	size, err = unpackLayer(in, digest, tmp, b)
 	if err != nil {
-		return 0, fmt.Errorf("unpack layer %s: %w", digest, err)
+		return 0, false, c.unpackError(image, digest, err)
 	}
 	if err := c.writeAtomic(dir+".size", []byte(fmt.Sprint(size))); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if err := c.ownTree(tmp); err != nil {
-		return 0, fmt.Errorf("give layer %s to the cache's owner: %w", digest, err)
+		return 0, false, fmt.Errorf("give layer %s to the cache's owner: %w", digest, err)
+	}
+	if err := c.seal(digest, tmp); err != nil {
+		return 0, false, err
 	}
 	removeTree(dir)
-	return size, os.Rename(tmp, dir)
+	return size, true, os.Rename(tmp, dir)
+}
+
+// unpackError classifies a failed unpack and logs the limits behind it.
+func (c *Cache) unpackError(image, digest string, err error) error {
+	var le *limitError
+	var re *reserveError
+	switch {
+	case errors.As(err, &le):
+		c.log.Warn("image pull stopped at a limit", "image", image, "layer", digest, "limit", le.limit, "key", le.key)
+		return &PullError{Image: image, Kind: KindTooLarge, Err: fmt.Errorf("layer %s: %w", digest, err)}
+	case errors.As(err, &re):
+		c.log.Warn("image pull stopped at the disk reserve", "image", image, "layer", digest, "free", re.free, "reserve", re.reserve)
+		return &PullError{Image: image, Kind: KindDiskFull, Err: fmt.Errorf("layer %s: %w", digest, err)}
+	case errors.Is(err, errCorrupt):
+		return &PullError{Image: image, Kind: KindCorrupt, Err: err}
+	}
+	return fmt.Errorf("unpack layer %s: %w", digest, err)
 }
 
 // verifyErrors turns go-containerregistry's own digest check failure (its

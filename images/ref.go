@@ -24,18 +24,38 @@ func ParseRef(s string) (name.Reference, error) {
 // Allowed reports whether the image may run under the allowed_images globs:
 // an empty list allows every image. A glob matches either the name as the
 // job wrote it or its full form (index.docker.io/library/golang:1.22); "*"
-// matches within one path segment and "**" across segments.
+// matches within one path segment and "**" across segments. A reference
+// with a digest is matched as what is pulled, repository@digest
+// (golang@sha256:…): a tag written before the digest is ignored by the pull,
+// so it must not be what lets the image in.
 func Allowed(image string, ref name.Reference, globs []string) bool {
 	if len(globs) == 0 {
 		return true
 	}
-	full := ref.Name()
+	forms := []string{image, ref.Name()}
+	if d, ok := ref.(name.Digest); ok {
+		forms = []string{shortRepo(image) + "@" + d.DigestStr(), d.Context().Name() + "@" + d.DigestStr()}
+	}
 	for _, g := range globs {
-		if globMatch(g, image) || globMatch(g, full) {
-			return true
+		for _, f := range forms {
+			if globMatch(g, f) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// shortRepo is the repository as the job wrote it: image without its
+// digest and tag.
+func shortRepo(image string) string {
+	if i := strings.LastIndex(image, "@"); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		image = image[:i]
+	}
+	return image
 }
 
 // globMatch matches s against a glob where "**" matches any run of

@@ -24,8 +24,10 @@ var errCorrupt = errors.New("corrupt layer")
 
 // unpackLayer reads a layer's compressed stream r, checks that it hashes to
 // digest ("sha256:HEX") and unpacks it into dir, which must be a fresh empty
-// directory. It returns the bytes the layer's files take.
-func unpackLayer(r io.Reader, digest, dir string) (int64, error) {
+// directory, within what is left of b (nil: no limits). It returns the
+// bytes the layer's files take. The digest is computed as the bytes stream
+// in; the caller moves dir into the cache only after it matched.
+func unpackLayer(r io.Reader, digest, dir string, b *budget) (int64, error) {
 	want, ok := strings.CutPrefix(digest, "sha256:")
 	if !ok {
 		return 0, fmt.Errorf("%w: unsupported digest %q", errCorrupt, digest)
@@ -36,7 +38,12 @@ func unpackLayer(r io.Reader, digest, dir string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	size, err := unpackTar(tar.NewReader(tr), dir)
+	size, err := unpackTar(tar.NewReader(tr), dir, b)
+	var le *limitError
+	var re *reserveError
+	if errors.As(err, &le) || errors.As(err, &re) {
+		return 0, err // stop now: the rest of a bomb is not worth reading
+	}
 	if err != nil {
 		// A tar error on bytes that fail the digest is the digest's fault.
 		io.Copy(io.Discard, br)
@@ -80,7 +87,7 @@ func decompress(br *bufio.Reader) (io.Reader, error) {
 
 // unpackTar writes every entry of tr below dir, refusing anything that
 // would land outside it.
-func unpackTar(tr *tar.Reader, dir string) (int64, error) {
+func unpackTar(tr *tar.Reader, dir string, b *budget) (int64, error) {
 	var size int64
 	for {
 		hdr, err := tr.Next()
@@ -96,6 +103,11 @@ func unpackTar(tr *tar.Reader, dir string) (int64, error) {
 		}
 		if rel == "" {
 			continue // the layer's root itself
+		}
+		if b != nil {
+			if err := b.take(hdr.Size); err != nil {
+				return 0, err
+			}
 		}
 		n, err := unpackEntry(tr, hdr, dir, rel)
 		if err != nil {
@@ -133,6 +145,10 @@ func unpackEntry(tr *tar.Reader, hdr *tar.Header, dir, rel string) (int64, error
 		return 0, unix.Setxattr(pdir, "user.overlay.opaque", []byte("y"), 0)
 	}
 	if name, ok := strings.CutPrefix(base, ".wh."); ok {
+		if !validWhiteout(name) {
+			// ".wh..." names "..": the layer's parent, the cache's own tmp.
+			return 0, fmt.Errorf("%w: whiteout %q names %q, not a file of the layer", errCorrupt, hdr.Name, name)
+		}
 		target = filepath.Join(pdir, name)
 		os.RemoveAll(target)
 		return 0, unix.Mknod(target, unix.S_IFCHR|0o000, 0)
@@ -157,6 +173,12 @@ func unpackEntry(tr *tar.Reader, hdr *tar.Header, dir, rel string) (int64, error
 	// Device nodes, FIFOs and anything else: a job's /dev comes from the
 	// runner, never from an image.
 	return 0, nil
+}
+
+// validWhiteout says whether the name a whiteout hides is one entry of its
+// directory, as every other name of the layer must be.
+func validWhiteout(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 func writeFile(target string, r io.Reader, mode uint32) (int64, error) {

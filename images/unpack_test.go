@@ -34,7 +34,7 @@ func TestHostileLayersStayInsideTheirDirectory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := layerTar(t, tc.files...)
 			dir := t.TempDir()
-			_, err := unpackLayer(bytes.NewReader(b), digestOf(b), dir)
+			_, err := unpackLayer(bytes.NewReader(b), digestOf(b), dir, nil)
 			if !errors.Is(err, errCorrupt) {
 				t.Fatalf("unpack = %v, want a corrupt-layer error", err)
 			}
@@ -55,7 +55,7 @@ func TestUnpackKeepsLinksAndSkipsDevices(t *testing.T) {
 		file{name: "opq/", typ: '5'},
 		file{name: "opq/.wh..wh..opq"})
 	dir := t.TempDir()
-	if _, err := unpackLayer(bytes.NewReader(b), digestOf(b), dir); err != nil {
+	if _, err := unpackLayer(bytes.NewReader(b), digestOf(b), dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	if l, _ := os.Readlink(filepath.Join(dir, "link")); l != "/etc/passwd" {
@@ -77,7 +77,7 @@ func TestUnpackKeepsLinksAndSkipsDevices(t *testing.T) {
 
 func TestDigestMismatchIsCorrupt(t *testing.T) {
 	b := layerTar(t, file{name: "a", body: "a"})
-	_, err := unpackLayer(bytes.NewReader(b), digestOf([]byte("other")), t.TempDir())
+	_, err := unpackLayer(bytes.NewReader(b), digestOf([]byte("other")), t.TempDir(), nil)
 	if !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "digest") {
 		t.Fatalf("unpack = %v, want a digest mismatch", err)
 	}
@@ -132,7 +132,7 @@ func TestZstdLayersUnpack(t *testing.T) {
 	zw.Write(layerTar(t, file{name: "z", body: "zstd"}))
 	zw.Close()
 	dir := t.TempDir()
-	if _, err := unpackLayer(bytes.NewReader(buf.Bytes()), digestOf(buf.Bytes()), dir); err != nil {
+	if _, err := unpackLayer(bytes.NewReader(buf.Bytes()), digestOf(buf.Bytes()), dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "z")); string(b) != "zstd" {

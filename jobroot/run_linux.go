@@ -168,7 +168,7 @@ func getImage(ctx context.Context, spec Spec, log io.Writer) (*images.Image, err
 	cache, err := images.Open(images.Config{
 		Dir: ImagesDir(CacheDir(s)), MaxBytes: s.CacheBytes,
 		Insecure: s.Insecure, Allowed: s.Allowed, Policy: images.PullPolicy(s.PullPolicy),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Limits: s.Limits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return nil, setupErr(spec.Image, "runner_system_failure", err)

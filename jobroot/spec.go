@@ -68,6 +68,8 @@ type Settings struct {
 	Allowed []string `json:"allowed_images,omitempty"`
 	// PullPolicy is always, if-not-present or never.
 	PullPolicy string `json:"pull_policy,omitempty"`
+	// Limits bound each pull (images.Limits; zero fields: no bound).
+	Limits images.Limits `json:"limits"`
 }
 
 // Bind mounts Source (a path on the instance) at Target in the job's root.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/executor"
 	"github.com/berth-ci/berth/images"
 	"github.com/berth-ci/berth/jobroot"
@@ -36,6 +37,12 @@ func (m *Manager) pullOnHost(ctx context.Context, id string, names []string, cre
 	cfg := images.Config{
 		Dir: where.Dir, MaxBytes: set.CacheSize, Insecure: set.InsecureRegistries, Allowed: set.AllowedImages,
 		Policy: images.PullPolicy(policy), Logger: m.log.With("instance", id),
+		Limits: imageLimits(set),
+		// The pull runs on berth's host for a sandbox that may have no
+		// network: an image name must not reach the host's networks.
+		RefusePrivate: true, Private: set.PrivateRegistries,
+		// Layers damaged on the host's disk are seen before a job reads them.
+		Verify: true,
 	}
 	if where.Chown {
 		cfg.Owner = &images.Owner{UID: where.UID, GID: where.GID}
@@ -58,6 +65,12 @@ func (m *Manager) pullOnHost(ctx context.Context, id string, names []string, cre
 		}
 	}
 	return release, nil
+}
+
+// imageLimits are the [images] pull limits.
+func imageLimits(set config.Images) images.Limits {
+	return images.Limits{LayerBytes: set.MaxLayerSize, ImageBytes: set.MaxImageSize,
+		ImageEntries: set.MaxImageEntries, Reserve: set.DiskReserve}
 }
 
 // hostPullError words a failed pull as the runner on the instance would.

@@ -3,6 +3,7 @@
 package security_test
 
 import (
+	"os"
 	"sync"
 	"testing"
 
@@ -20,5 +21,11 @@ var (
 func TestUnprivileged(t *testing.T) {
 	// The attack helper and the CLI are built once, by root, and handed to
 	// the copy.
-	sandboxtest.RerunAsNobody(t, unprivEnv, []string{attackEnv + "=" + attackBinary(t), cliEnv + "=" + berthBinary(t)})
+	// BERTH_SECURITY_UNPRIV_RUN narrows the copy to the tests it
+	// matches (-test.run), for working on one attack.
+	var args []string
+	if run := os.Getenv("BERTH_SECURITY_UNPRIV_RUN"); run != "" {
+		args = []string{"-test.run", run}
+	}
+	sandboxtest.RerunAsNobody(t, unprivEnv, []string{attackEnv + "=" + attackBinary(t), cliEnv + "=" + berthBinary(t)}, args...)
 }

@@ -32,11 +32,17 @@ type Config struct {
 	// (cgroup pids.max). Nil means defaultPidsMax where cgroups allow; 0
 	// means no limit.
 	PidsMax *int `json:"pids_max"`
-	// DiskMax bounds what one instance's job may keep in /berth and /tmp,
-	// which live on the state dir's file system, e.g. "20G"; a job past it
-	// is killed with a message saying so. Empty means a quarter of that
-	// file system; "0" means no limit.
+	// DiskMax bounds what one instance's job may keep in /berth, /tmp and
+	// the writable layers of its images and services, which live on the
+	// state dir's file system, e.g. "20G"; a job past it is killed with a
+	// message saying so. Empty means a quarter of that file system; "0"
+	// means no limit.
 	DiskMax string `json:"disk_max"`
+	// DiskReserve is the free space of the state dir's file system that no
+	// job eats into: a job still writing when less is free is killed, so
+	// that berth's own state and other tenants keep room. Empty means 5%
+	// of the file system, at most 1G; "0" means none.
+	DiskReserve string `json:"disk_reserve"`
 	// KeepGroups lets unprivileged berth run although its user has
 	// supplementary groups, which its jobs keep (a user namespace cannot
 	// drop them): with /etc shown, group shadow would let a job read
@@ -54,7 +60,7 @@ var defaultHostPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 const defaultPidsMax = 4096
 
 // configKeys names the valid keys for error messages.
-const configKeys = "network, host_paths, memory_max, cpu_max, pids_max, disk_max, keep_groups"
+const configKeys = "network, host_paths, memory_max, cpu_max, pids_max, disk_max, disk_reserve, keep_groups"
 
 // parseConfig decodes and checks provider_config, filling in defaults.
 func parseConfig(raw []byte) (Config, error) {
@@ -96,6 +102,11 @@ func parseConfig(raw []byte) (Config, error) {
 	if c.DiskMax != "" {
 		if _, err := parseSize(c.DiskMax); err != nil {
 			return c, fmt.Errorf("local provider: provider_config disk_max: %w", err)
+		}
+	}
+	if c.DiskReserve != "" {
+		if _, err := parseSize(c.DiskReserve); err != nil {
+			return c, fmt.Errorf("local provider: provider_config disk_reserve: %w", err)
 		}
 	}
 	if c.PidsMax != nil && *c.PidsMax < 0 {

@@ -95,11 +95,15 @@ func diskUsage(dirs []string) int64 {
 // which costs a timer wake-up each.
 type diskWatch struct {
 	limit int64
-	dirs  []string
-	log   *slog.Logger
-	// over is called with the usage when it exceeds the limit; it ends the
-	// job and empties the directories.
-	over func(used int64)
+	// reserve is the free space of the file system no job eats into: a
+	// walk that finds less free while the usage grew ends the job.
+	reserve int64
+	dirs    []string
+	log     *slog.Logger
+	// over is called with the usage and the message for the job when it
+	// exceeds the limit or writes into the reserve; it ends the job and
+	// empties the directories.
+	over func(used int64, msg string)
 	// host is this sandbox's end of berth's diskPoller socket; nil when
 	// the sandbox polls the free space itself.
 	host *os.File
@@ -107,9 +111,9 @@ type diskWatch struct {
 	// make it long, to see the free-space trigger alone at work).
 	minEvery time.Duration
 
-	used, freeAtWalk int64
-	every            time.Duration
-	lastWalk         time.Time
+	used, freeAtWalk, prevUsed int64
+	every                      time.Duration
+	lastWalk                   time.Time
 }
 
 func (w *diskWatch) run() {
@@ -133,11 +137,29 @@ func (w *diskWatch) walk() {
 	w.lastWalk, w.freeAtWalk = time.Now(), freeBytes(w.dirs[0])
 	// Walking a large tree must not become the sandbox's main work.
 	w.every = max(w.minEvery, 20*took)
-	if w.used > w.limit {
-		w.log.Warn("job over disk_max: killing it and emptying /berth and /tmp", "used", w.used, "disk_max", w.limit, "walk_took", took.String())
-		w.over(w.used)
-		w.used, w.freeAtWalk = 0, -1
+	grew := w.used > w.prevUsed
+	w.prevUsed = w.used
+	switch {
+	case w.used > w.limit:
+		w.log.Warn("job over disk_max: killing it and emptying its directories", "used", w.used, "disk_max", w.limit, "walk_took", took.String())
+		w.over(w.used, diskMaxMessage(w.used, w.limit))
+	case w.reserve > 0 && w.freeAtWalk >= 0 && w.freeAtWalk < w.reserve && grew:
+		w.log.Warn("job writing into the disk reserve: killing it and emptying its directories", "used", w.used, "free", w.freeAtWalk, "disk_reserve", w.reserve)
+		w.over(w.used, diskReserveMessage(w.freeAtWalk, w.reserve))
+	default:
+		return
 	}
+	w.used, w.freeAtWalk, w.prevUsed = 0, -1, 0
+}
+
+// room is how far the free space may fall before a walk must look: the
+// room left under the limit, or above the reserve if that is less.
+func (w *diskWatch) room(free int64) int64 {
+	room := w.limit - w.used
+	if w.reserve > 0 && free >= 0 {
+		room = min(room, max(free-w.reserve, 0))
+	}
+	return room
 }
 
 // hostPaced walks after every request of berth's poller and every
@@ -152,7 +174,7 @@ func (w *diskWatch) hostPaced() {
 			free = -1 // statfs failed: berth cannot compare; walks go on
 		}
 		binary.LittleEndian.PutUint64(report[0:8], uint64(free))
-		binary.LittleEndian.PutUint64(report[8:16], uint64(w.limit-w.used))
+		binary.LittleEndian.PutUint64(report[8:16], uint64(w.room(w.freeAtWalk)))
 		if _, err := w.host.Write(report[:]); err != nil {
 			w.host.Close()
 			return
@@ -170,8 +192,9 @@ func (w *diskWatch) hostPaced() {
 func (w *diskWatch) selfPaced() {
 	for ; ; time.Sleep(diskPollInterval) {
 		free := freeBytes(w.dirs[0])
-		grew := w.freeAtWalk >= 0 && free >= 0 && w.freeAtWalk-free > w.limit-w.used
-		if grew || time.Since(w.lastWalk) >= w.every {
+		grew := w.freeAtWalk >= 0 && free >= 0 && w.freeAtWalk-free > w.room(w.freeAtWalk)
+		low := w.reserve > 0 && free >= 0 && free < w.reserve
+		if grew || low || time.Since(w.lastWalk) >= w.every {
 			w.walk()
 		}
 	}
@@ -188,8 +211,23 @@ func freeBytes(dir string) int64 {
 
 // diskMaxMessage says why the job was killed and what to do.
 func diskMaxMessage(used, limit int64) string {
-	return fmt.Sprintf("\nberth: the job was killed: its files in /berth and /tmp take %s, over this instance's %s limit (provider_config disk_max); "+
+	return fmt.Sprintf("\nberth: the job was killed: its files in /berth, /tmp and its images' writable layers take %s, over this instance's %s limit (provider_config disk_max); "+
 		"clean up as the job goes, or ask the berth operator for a larger disk_max\n", human(used), human(limit))
+}
+
+// diskReserveMessage says why a job was killed at the reserve.
+func diskReserveMessage(free, reserve int64) string {
+	return fmt.Sprintf("\nberth: the job was killed: it kept writing while the host's disk had %s free, under the %s kept in reserve "+
+		"for berth and other jobs (provider_config disk_reserve); retry later, or ask the berth operator to free disk space\n", human(free), human(reserve))
+}
+
+// defaultDiskReserve is 5% of the file system holding dir, at most 1 GiB.
+func defaultDiskReserve(dir string) int64 {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return 0
+	}
+	return min(int64(st.Blocks)*st.Bsize/20, 1<<30)
 }
 
 // human formats a byte count with a binary unit.

@@ -48,7 +48,7 @@ func newPollerFixture(t *testing.T, limit int64) *pollerFixture {
 	unix.SetNonblock(fd, true)
 	f := &pollerFixture{disk: disk, poller: poller, over: make(chan int64, 10)}
 	w := &diskWatch{limit: limit, dirs: []string{disk}, log: slog.Default(), minEvery: time.Hour,
-		host: os.NewFile(uintptr(fd), "disk-poller"), over: func(used int64) {
+		host: os.NewFile(uintptr(fd), "disk-poller"), over: func(used int64, _ string) {
 			removeAll(filepath.Join(disk, "big"))
 			f.over <- used
 		}}

@@ -104,8 +104,11 @@
 //	  "cpu_max":    "200000 100000", // optional cgroup v2 cpu.max (here: 2 CPUs)
 //	  "pids_max":   4096,       // pids.max, or RLIMIT_NPROC without a pids
 //	                            // cgroup; default 4096, 0 = no limit
-//	  "disk_max":   "20G",      // /berth plus /tmp per instance; default a quarter
-//	                            // of the state dir's file system, "0" = no limit
+//	  "disk_max":   "20G",      // /berth, /tmp and image jobs' writable layers per
+//	                            // instance; default a quarter of the state dir's
+//	                            // file system, "0" = no limit
+//	  "disk_reserve": "1G",     // free space no job eats into; default 5% of the
+//	                            // file system, at most 1G, "0" = none
 //	  "keep_groups": false      // unprivileged: accept supplementary groups jobs keep
 //	}
 //

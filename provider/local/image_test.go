@@ -92,7 +92,7 @@ func TestImageJobOnIsolatedInstanceSaysWhy(t *testing.T) {
 // nobody: the sandbox maps one ID, the launcher binds the cache by path.
 func TestImageJobsUnprivileged(t *testing.T) {
 	sandboxtest.RerunAsNobody(t, "BERTH_LOCAL_IMAGE_TEST_UNPRIVILEGED", nil, "-test.run",
-		"^(TestImageJobsInASandbox|TestServiceInASandbox|TestImageCacheFilledOnTheHost|TestImageLauncherStartsForTheFirstImageJob|TestImageJobsUnprivileged)$")
+		"^(TestImageJobsInASandbox|TestServiceInASandbox|TestImageCacheFilledOnTheHost|TestImageLauncherStartsForTheFirstImageJob|TestImageJobPastDiskMaxIsKilled|TestImageJobsUnprivileged)$")
 }
 
 // TestServiceInASandbox reaches a service by alias on a local instance.

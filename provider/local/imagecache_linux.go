@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/berth-ci/berth/images"
 	"github.com/berth-ci/berth/jobroot"
 	"github.com/berth-ci/berth/provider"
 )
@@ -32,3 +33,16 @@ func (p *Provider) ImageCache(id string) (provider.ImageCache, error) {
 }
 
 var _ provider.ImageCacher = (*Provider)(nil)
+
+// sweepImageCache removes what a pull killed with berth (half-unpacked
+// layers, temporary files) left in instance id's image cache; a pull still
+// running in the sandbox keeps its lock and is left alone.
+func (p *Provider) sweepImageCache(id string) {
+	dir := jobroot.ImagesDir(filepath.Join(p.instDir(id), imagesDir))
+	n, err := images.Sweep(dir)
+	if err != nil {
+		p.log.Warn("sweeping an instance's image cache failed", "instance", id, "dir", dir, "err", err)
+	} else if n > 0 {
+		p.log.Info("removed what interrupted pulls left in an instance's image cache", "instance", id, "entries", n)
+	}
+}

@@ -55,9 +55,11 @@ type Provider struct {
 	uids, gids idRange
 	cgroups    *cgroupRoot
 	diskMax    int64 // disk_max in bytes, 0 for none
-	slots      int   // capacity_per_instance, 0 when unknown
-	log        *slog.Logger
-	sandboxBin *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
+	// diskReserve is disk_reserve in bytes, 0 for none.
+	diskReserve int64
+	slots       int // capacity_per_instance, 0 when unknown
+	log         *slog.Logger
+	sandboxBin  *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex // per-instance operation locks
@@ -130,8 +132,12 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	if p.cfg.DiskMax != "" {
 		p.diskMax, _ = parseSize(p.cfg.DiskMax) // checked by parseConfig
 	}
+	p.diskReserve = defaultDiskReserve(p.dir)
+	if p.cfg.DiskReserve != "" {
+		p.diskReserve, _ = parseSize(p.cfg.DiskReserve) // checked by parseConfig
+	}
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
-		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax)
+		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax, "disk_reserve", p.diskReserve)
 	checkPidMax(p.log)
 	p.cleanLeftovers()
 	p.sandboxBin = findSandboxBinary(ctx, p.log, sandboxBinaryDir())
@@ -187,7 +193,9 @@ func (p *Provider) cleanLeftovers() {
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			removeAll(filepath.Join(p.dir, "instances", e.Name()))
+			continue
 		}
+		p.sweepImageCache(e.Name())
 	}
 	if p.cgroups != nil {
 		p.cleanCgroups(p.cgroups.dir)
@@ -298,7 +306,7 @@ func (p *Provider) probe(ctx context.Context) error {
 func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
-		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax,
+		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax, DiskReserve: p.diskReserve,
 		Slots: p.slots,
 	}
 }

@@ -63,6 +63,8 @@ type sandboxConfig struct {
 	Probe         bool     `json:"probe,omitempty"`
 	// DiskMax is disk_max in bytes; 0 means no limit.
 	DiskMax int64 `json:"disk_max,omitempty"`
+	// DiskReserve is disk_reserve in bytes; 0 means none.
+	DiskReserve int64 `json:"disk_reserve,omitempty"`
 	// NProc, when not 0, is the RLIMIT_NPROC PID 1 sets for itself and
 	// its jobs: the pids limit where no pids cgroup is available.
 	NProc int `json:"nproc,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -184,6 +185,10 @@ func runSandbox(log *slog.Logger) error {
 	if err := setupRoot(cfg); err != nil {
 		return err
 	}
+	imageJobs := ""
+	if !cfg.Probe {
+		imageJobs = keepImageJobsDir(log)
+	}
 	jobs, err := newJobNS()
 	if err != nil {
 		return err
@@ -214,9 +219,13 @@ func runSandbox(log *slog.Logger) error {
 	}
 	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs,
 		launcher: &imageLauncher{cfg: cfg, spawn: spawn}}
-	if cfg.DiskMax > 0 {
-		w := &diskWatch{limit: cfg.DiskMax, dirs: diskDirs, log: log, host: diskHost,
-			over: func(used int64) { s.diskOver(used, cfg.DiskMax) }}
+	if cfg.DiskMax > 0 || cfg.DiskReserve > 0 {
+		limit := cfg.DiskMax
+		if limit <= 0 {
+			limit = math.MaxInt64 / 2 // the reserve alone
+		}
+		w := &diskWatch{limit: limit, reserve: cfg.DiskReserve, dirs: watchedDirs(imageJobs), log: log, host: diskHost,
+			over: func(_ int64, msg string) { s.diskOver(msg, imageJobs) }}
 		go w.run()
 	}
 	if execSock != nil {

@@ -145,8 +145,8 @@ func (s *sshd) track(ch cmdIO, open bool) {
 // why on its stderr (waiting at most a second for clients that do not
 // read), then the sandbox is reset as between two jobs, which kills the
 // job's processes and frees the space at once.
-func (s *sshd) diskOver(used, limit int64) {
-	msg := []byte(diskMaxMessage(used, limit))
+func (s *sshd) diskOver(why, imageJobs string) {
+	msg := []byte(why)
 	s.sessionsMu.Lock()
 	var wg sync.WaitGroup
 	for ch := range s.sessions {
@@ -166,8 +166,18 @@ func (s *sshd) diskOver(used, limit int64) {
 	// are still open: when the client learns the job ended, the space is
 	// free already.
 	unix.Kill(-1, unix.SIGSTOP)
-	for _, d := range diskDirs {
-		wipeDir(d)
+	// The image launcher writes nothing and must reap the runners the
+	// reset kills: stopped, it would hold them as zombies for good.
+	if pid := launcherPID.Load(); pid > 0 {
+		unix.Kill(int(pid), unix.SIGCONT)
+	}
+	// The image jobs' directories (their overlays' upper dirs) too: what
+	// their stopped processes hold open is freed as the reset kills them,
+	// before their sessions end.
+	for _, d := range watchedDirs(imageJobs) {
+		if err := wipeDir(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Error("empty a directory after disk_max", "dir", d, "err", err)
+		}
 	}
 	if err := recycle(s.hostname); err != nil {
 		s.log.Error("reset after disk_max", "err", err)
