@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // groupScope is the scope ("zones/Z" or "regions/R") the group lives in.

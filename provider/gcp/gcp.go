@@ -13,8 +13,8 @@ import (
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
-	"google.golang.org/api/option"
 	"golang.org/x/crypto/ssh"
+	"google.golang.org/api/option"
 
 	"github.com/berth-ci/berth/provider"
 )
