@@ -40,8 +40,8 @@ var (
 )
 
 // Retry schedule for rate and quota refusals: Compute Engine's limits are
-// per minute, so the waits grow to seconds; five attempts span about 6 s,
-// and berth's own loop tries again later.
+// per minute, so the waits grow to seconds; five attempts span about 3 s
+// (Group.retryWait doubling), and berth's own loop tries again later.
 const (
 	retryAttempts = 5
 	retryFirst    = 200 * time.Millisecond
@@ -73,7 +73,7 @@ func transient(err error) bool {
 // rate retryAttempts times (then the error wraps ErrThrottled and
 // provider.ErrTransient). what names the call for errors.
 func (g *Group) retry(ctx context.Context, what string, fn func() error) error {
-	wait := retryFirst
+	wait := g.retryWait
 	var err error
 	for attempt := 1; ; attempt++ {
 		if err = fn(); err == nil || !transient(err) {

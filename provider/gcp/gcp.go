@@ -44,6 +44,7 @@ type Group struct {
 	mtypes     *compute.MachineTypesClient
 	privateKey []byte
 	now        func() time.Time
+	retryWait  time.Duration // the first wait after a rate refusal
 
 	// scaleMu serialises the calls that change the group's target size:
 	// Increase reads it and writes it back, and berth makes provider
@@ -66,7 +67,7 @@ func (r ref) url(project string) string {
 // New returns an uninitialised group; Init configures it from
 // provider_config.
 func New() *Group {
-	return &Group{log: slog.Default().With("provider", "gcp"), now: time.Now,
+	return &Group{log: slog.Default().With("provider", "gcp"), now: time.Now, retryWait: retryFirst,
 		refs: map[string]ref{}, firstSeen: map[string]time.Time{}, hostKeys: map[string]string{}}
 }
 
