@@ -129,6 +129,9 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 	}
 	g.log.Info("managed instance group found", "target_size", m.GetTargetSize(), "target_suspended_size", m.GetTargetSuspendedSize(),
 		"template", m.GetInstanceTemplate(), "max_size", cfg.MaxSize, "suspend", cfg.Suspend)
+	if cfg.MaxSize == 0 {
+		g.log.Warn("max_size is 0: nothing but berth bounds the group; set max_size to berth's max_instances, so that an increase whose answer was lost (berth or the plugin killed mid-call) cannot take the group past it")
+	}
 	if cfg.Suspend {
 		if err := g.suspendPossible(ctx, m.GetInstanceTemplate()); err != nil {
 			return provider.Info{}, err
