@@ -66,7 +66,7 @@ func gcpDaemon(t *testing.T, opts gcpfake.Options, max int) (*daemon, *gcpfake.C
 			// The group's own bound, as docs/gcp.md asks: an increase
 			// whose answer a kill -9 lost is counted by the group, not
 			// by berth.
-			"max_size": max,
+			"max_size":  max,
 			"connector": map[string]any{"username": "berth", "key_path": keyPath}},
 	}})
 	if err != nil {
