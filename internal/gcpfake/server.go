@@ -153,8 +153,11 @@ func (c *Cloud) gate(r *http.Request, rt route) *apiError {
 // permission is the IAM permission a method needs.
 func permission(method string) string {
 	kind, verb, _ := strings.Cut(method, ".")
-	kind = strings.TrimPrefix(kind, "region")
-	kind = strings.ToLower(kind[:1]) + kind[1:]
+	// The regional group and template methods share the zonal ones'
+	// permissions; regionOperations has its own.
+	if k := strings.TrimPrefix(kind, "region"); k == "InstanceGroupManagers" || k == "InstanceTemplates" {
+		kind = strings.ToLower(k[:1]) + k[1:]
+	}
 	switch verb {
 	case "get", "listManagedInstances", "getGuestAttributes":
 		if verb == "getGuestAttributes" {
