@@ -41,8 +41,9 @@ type Config struct {
 	UsePrivateAddress bool `json:"use_private_address"`
 	// SSHPort is the port sshd listens on in the image; default 22.
 	SSHPort int `json:"ssh_port"`
-	// InstanceReadyTimeout is how long an instance may take from creation
-	// to RUNNING before it is reported as timed out. Default 10 minutes.
+	// InstanceReadyTimeout is how long an instance may take from when
+	// berth first lists it to RUNNING before it is reported as timed out
+	// (the group's listing carries no creation time). Default 10 minutes.
 	InstanceReadyTimeout time.Duration `json:"instance_ready_timeout"`
 	// Suspend enables suspend and resume through the group's
 	// suspendInstances and resumeInstances (memory and disk kept). Init

@@ -9,9 +9,10 @@
 // berth-provider-gcp binary serves it over the plugin protocol; tests use
 // it in-process.
 //
-// Credentials are application default credentials (GOOGLE_APPLICATION_
-// CREDENTIALS, gcloud's application-default login, the metadata server),
-// or the service account key file named by credentials_file. The endpoint
+// Credentials are application default credentials
+// (GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default login, the
+// metadata server), or the service account key file named by
+// credentials_file. The endpoint
 // key points every client elsewhere (a fake, a Private Service Connect
 // endpoint).
 //
