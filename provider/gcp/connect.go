@@ -26,7 +26,7 @@ const dialTimeout = 10 * time.Second
 // created is ErrUnknownInstance: berth must not hand out access to
 // machines it does not manage.
 func (g *Group) describe(ctx context.Context, id string) (*computepb.Instance, error) {
-	found, _, errs := g.resolve(ctx, []string{id})
+	found, _, errs := g.resolve(ctx, []string{id}, false)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -314,6 +314,13 @@ func TestPreemptedSpotInstanceIsANewInstance(t *testing.T) {
 	if _, err := g.ConnectInfo(ctx, old); !errors.Is(err, ErrUnknownInstance) {
 		t.Errorf("ConnectInfo of the preempted instance: %v; want ErrUnknownInstance", err)
 	}
+	// Deleting the old ID must not delete the new VM that took its name.
+	if acc, err := g.Decrease(ctx, []string{old}); err != nil || len(acc) != 1 {
+		t.Errorf("Decrease of the preempted instance = %v, %v; want it accepted as gone", acc, err)
+	}
+	if s := cloud.Group(); s.Live != 1 || s.TargetSize != 1 {
+		t.Errorf("group %+v after deleting the preempted ID; the recreated VM must live on", s)
+	}
 }
 
 // Without guest attributes the host key is left empty (berth trusts the

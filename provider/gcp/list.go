@@ -63,19 +63,24 @@ func refOf(mi *computepb.ManagedInstance) ref {
 	return r
 }
 
-// list reads the group's instances, every page, and refreshes the ID
-// index.
+// list reads the group's instances, every page, and replaces the ID
+// index with what they say.
 func (g *Group) list(ctx context.Context) (mis []*computepb.ManagedInstance, err error) {
 	err = g.retry(ctx, "instanceGroupManagers.listManaged", func() error { mis, err = g.mig.listManaged(ctx); return err })
 	if err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
+	// The index holds only what the group lists now: a VM the group
+	// recreated under the same name keeps its name but not its ID, and
+	// the old ID must not resolve to the new VM.
+	refs := map[string]ref{}
 	for _, mi := range mis {
 		if mi.GetId() != 0 {
-			g.refs[strconv.FormatUint(mi.GetId(), 10)] = refOf(mi)
+			refs[strconv.FormatUint(mi.GetId(), 10)] = refOf(mi)
 		}
 	}
+	g.mu.Lock()
+	g.refs = refs
 	g.mu.Unlock()
 	return mis, nil
 }

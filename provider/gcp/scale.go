@@ -54,9 +54,11 @@ func (g *Group) Increase(ctx context.Context, n int) (int, error) {
 }
 
 // resolve maps IDs to instances of the group, listing it again when one
-// is not known yet. IDs that are not instance IDs are errors; well-formed
-// IDs the group does not hold are returned in gone.
-func (g *Group) resolve(ctx context.Context, ids []string) (found map[string]ref, gone []string, errs []error) {
+// is not known yet, or always with fresh (before a change: the group
+// addresses instances by name, and a name may have passed to a recreated
+// VM since the last listing). IDs that are not instance IDs are errors;
+// well-formed IDs the group does not hold are returned in gone.
+func (g *Group) resolve(ctx context.Context, ids []string, fresh bool) (found map[string]ref, gone []string, errs []error) {
 	found = map[string]ref{}
 	lookup := func() (missing []string) {
 		g.mu.Lock()
@@ -75,10 +77,19 @@ func (g *Group) resolve(ctx context.Context, ids []string) (found map[string]ref
 			errs = append(errs, fmt.Errorf("%w: %q is not a Compute Engine instance ID", ErrUnknownInstance, id))
 		}
 	}
-	if missing := lookup(); len(missing) > 0 {
+	if fresh {
 		if _, err := g.list(ctx); err != nil {
 			return nil, nil, append(errs, err)
 		}
+	}
+	if missing := lookup(); len(missing) > 0 {
+		if fresh {
+			return found, missing, errs
+		}
+		if _, err := g.list(ctx); err != nil {
+			return nil, nil, append(errs, err)
+		}
+		clear(found)
 		gone = lookup()
 	}
 	return found, gone, errs
@@ -90,7 +101,7 @@ func (g *Group) resolve(ctx context.Context, ids []string) (found map[string]ref
 func (g *Group) Decrease(ctx context.Context, ids []string) ([]string, error) {
 	g.scaleMu.Lock()
 	defer g.scaleMu.Unlock()
-	found, gone, errs := g.resolve(ctx, ids)
+	found, gone, errs := g.resolve(ctx, ids, true)
 	accepted := append([]string(nil), gone...)
 	for _, id := range gone {
 		g.log.Info("instance already gone from the group", "id", id)

@@ -28,7 +28,7 @@ func (g *Group) each(ctx context.Context, what string, ids []string, call func(c
 	if !g.cfg.Suspend {
 		return nil, fmt.Errorf("%w: set suspend = true in provider_config (the template's machine type must be able to suspend: no GPUs, at most 208 GB of memory)", ErrUnsupported)
 	}
-	found, gone, errs := g.resolve(ctx, ids)
+	found, gone, errs := g.resolve(ctx, ids, true)
 	for _, id := range gone {
 		errs = append(errs, fmt.Errorf("%w: the group does not hold %s", ErrUnknownInstance, id))
 	}
