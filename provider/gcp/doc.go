@@ -34,12 +34,12 @@
 // (a preempted Spot VM, autohealing): berth sees the old one deleted and
 // adopts the new one. The current action wins over the status:
 //
-//	CREATING, VERIFYING, RECREATING, ...; PROVISIONING, STAGING   creating (timeout after instance_ready_timeout)
+//	CREATING, VERIFYING, ...; PROVISIONING, STAGING               creating (timeout after instance_ready_timeout)
 //	NONE and RUNNING                                               running
 //	SUSPENDING                                                     suspending
 //	SUSPENDED                                                      suspended
 //	RESUMING                                                       resuming
-//	DELETING, ABANDONING; STOPPING, STOPPED, TERMINATED            deleting
+//	DELETING, ABANDONING, RECREATING; STOPPED, TERMINATED, ...     deleting
 //	no longer listed                                               deleted
 //
 // # Suspend

@@ -25,13 +25,15 @@ func mapState(status, action string, firstSeen, now time.Time, readyTimeout time
 		return provider.StateCreating
 	}
 	switch action {
-	case "DELETING", "ABANDONING":
+	case "DELETING", "ABANDONING", "RECREATING":
+		// A recreation replaces the VM: the ID listed now is the old
+		// one's, going away; the new VM comes with its own ID.
 		return provider.StateDeleting
 	case "SUSPENDING":
 		return provider.StateSuspending
 	case "RESUMING":
 		return provider.StateResuming
-	case "CREATING", "CREATING_WITHOUT_RETRIES", "VERIFYING", "RECREATING", "STARTING", "REFRESHING", "RESTARTING":
+	case "CREATING", "CREATING_WITHOUT_RETRIES", "VERIFYING", "STARTING", "REFRESHING", "RESTARTING":
 		return creating()
 	}
 	switch status {
