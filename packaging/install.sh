@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root (sudo ./install.sh)" >&2; exit 1; }
 # berth-sandbox beside berth: the local provider starts its sandboxes from it
 # (faster boot) when it is the same build, else from berth itself.
-install -m 0755 berth berth-sandbox berth-provider-local berth-provider-aws /usr/local/bin/
+install -m 0755 berth berth-sandbox berth-provider-local berth-provider-aws berth-provider-gcp berth-provider-azure /usr/local/bin/
 install -m 0644 berth.service /etc/systemd/system/berth.service
 install -d -m 0755 /etc/berth
 if [ ! -e /etc/berth/berth.toml ]; then

@@ -26,7 +26,7 @@ for arch in $archs; do
   name=berth_${version}_linux_${arch}
   out=dist/$name
   mkdir -p "$out"
-  for cmd in berth berth-sandbox berth-provider-local berth-provider-aws berth-provider-azure; do
+  for cmd in berth berth-sandbox berth-provider-local berth-provider-aws berth-provider-gcp berth-provider-azure; do
     # Static (no cgo) so one tarball runs on any distribution.
     CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/$cmd" "./cmd/$cmd"
   done

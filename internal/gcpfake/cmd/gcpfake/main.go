@@ -1,0 +1,138 @@
+// Command gcpfake serves the fake Compute Engine project of package
+// gcpfake as a process, for trying berth's Google Cloud provider (the
+// berth-provider-gcp plugin, `berth provider test`, a whole `berth run`)
+// without a Google Cloud project.
+//
+//	go run ./internal/gcpfake/cmd/gcpfake -dir /tmp/fake-gcp
+//
+// It writes the group's SSH key to DIR/key.pem, a service account key
+// file whose token endpoint is the fake to DIR/service-account.json, the
+// provider_config that points at the fake to DIR/provider_config.json
+// (also printed, for `berth provider test --config`) and a berth.toml
+// using it to DIR/berth.toml, and serves until interrupted.
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/berth-ci/berth/internal/gcpfake"
+)
+
+func main() {
+	dir := flag.String("dir", "", "directory for the keys and the instances' disks (required)")
+	group := flag.String("group", "berth-ci", "managed instance group name")
+	project := flag.String("project", "berth-project", "project ID the fake claims")
+	zone := flag.String("zone", "europe-west1-b", "zone of a zonal group")
+	region := flag.String("region", "", "region of a regional group (instead of -zone)")
+	maxSize := flag.Int("max-size", 10, "max_size in provider_config and max_instances in berth.toml")
+	machineType := flag.String("machine-type", "e2-small", "the template's machine type (a2-highgpu-1g and m1-megamem-96 cannot suspend)")
+	spot := flag.Bool("spot", false, "the template makes Spot VMs")
+	boot := flag.Duration("boot-time", 2*time.Second, "how long a new or resumed instance takes to run")
+	lag := flag.Duration("listing-lag", time.Second, "how long after creation an instance appears in listManagedInstances")
+	stop := flag.Duration("stop-time", time.Second, "how long suspending and deleting take")
+	opTime := flag.Duration("operation-time", 500*time.Millisecond, "how long an operation stays RUNNING")
+	pageSize := flag.Int("page-size", 0, "most items per page (0: as asked)")
+	flag.Parse()
+	if *dir == "" {
+		log.Fatal("gcpfake: -dir is required")
+	}
+	if err := os.MkdirAll(filepath.Join(*dir, "instances"), 0o700); err != nil {
+		log.Fatal(err)
+	}
+	keyPath := filepath.Join(*dir, "key.pem")
+	authorized, err := writeKeyPair(keyPath)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *region != "" {
+		*zone = ""
+	}
+	cloud, err := gcpfake.New(gcpfake.Options{Project: *project, Zone: *zone, Region: *region, Group: *group,
+		AuthorizedKey: authorized, MachineType: *machineType, Spot: *spot, BootTime: *boot, ListingLag: *lag,
+		StopTime: *stop, OperationTime: *opTime, PageSize: *pageSize, Dir: filepath.Join(*dir, "instances")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	saPath := filepath.Join(*dir, "service-account.json")
+	if err := os.WriteFile(saPath, cloud.ServiceAccountKey(), 0o600); err != nil {
+		cloud.Close()
+		log.Fatal(err)
+	}
+	pc := map[string]any{
+		"name": *group, "project": *project, "endpoint": cloud.URL(), "credentials_file": saPath,
+		"ssh_port": cloud.SSHPort(), "max_size": *maxSize, "suspend": true,
+		"connector": map[string]any{"username": "berth", "key_path": keyPath},
+	}
+	if *region != "" {
+		pc["region"] = *region
+	} else {
+		pc["zone"] = *zone
+	}
+	cfg, _ := json.Marshal(pc)
+	if err := writeConfigs(*dir, cfg, pc, *maxSize); err != nil {
+		cloud.Close()
+		log.Fatal(err)
+	}
+	fmt.Printf("%s\n", cfg)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	cloud.Close()
+}
+
+// writeConfigs writes the provider_config for `berth provider test
+// --config` (DIR/provider_config.json) and a berth.toml that runs berth on
+// the fake (DIR/berth.toml). The TOML file is written last: its presence
+// says the fake serves.
+func writeConfigs(dir string, js []byte, pc map[string]any, maxSize int) error {
+	if err := os.WriteFile(filepath.Join(dir, "provider_config.json"), append(js, '\n'), 0o600); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.WriteString("# berth on the fake Compute Engine project of gcpfake (internal/gcpfake/cmd/gcpfake).\n" +
+		"# Run: berth run --config " + filepath.Join(dir, "berth.toml") + "\n")
+	b.WriteString("state_dir = " + strconv.Quote(filepath.Join(dir, "berth-state")) + "\n\n")
+	doc := map[string]any{"autoscaler": map[string]any{"provider": "gcp", "max_instances": maxSize, "provider_config": pc}}
+	enc := toml.NewEncoder(&b)
+	enc.Indent = ""
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "berth.toml"), b.Bytes(), 0o600)
+}
+
+func writeKeyPair(path string) (string, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "gcpfake group key")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))), nil
+}
