@@ -39,6 +39,13 @@ func RunIfRequested() {
 
 // runMain reads the spec line from stdin and runs the job.
 func runMain() int {
+	// One stream: the runner's own lines (the image it pulls) and the
+	// job's stdout and stderr share the executor's stdout, so the job's
+	// log keeps the order they were written in; the executor reads both
+	// of its streams into that one log anyway.
+	if err := unix.Dup3(1, 2, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "berth: make stderr the runner's stdout: %v\n", err)
+	}
 	line, err := readLine(os.Stdin)
 	if err != nil {
 		return reportSetup("", "runner_system_failure", fmt.Errorf("read the job spec from stdin: %w", err))
