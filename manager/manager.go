@@ -560,6 +560,7 @@ func (m *Manager) lead(ctx context.Context, t *ha.Term) {
 	}
 	stopFleet()
 	<-fleetDone
+	m.logKeptInstances(f)
 }
 
 // stepDown ends a term: the job loops and the fleet stop at once and no
