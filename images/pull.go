@@ -42,6 +42,7 @@ func (c *Cache) pull(ctx context.Context, image string, creds []Credential) (*re
 	if err != nil {
 		return nil, err
 	}
+	c.progress(PullProgress{Image: image})
 	img, err := c.fetch(ctx, image, ref, creds)
 	if err != nil {
 		return nil, err
@@ -159,12 +160,16 @@ func (c *Cache) unpackImage(image string, img v1.Image) (*record, error) {
 		Env: cf.Config.Env, WorkingDir: cf.Config.WorkingDir, User: cf.Config.User,
 		Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd,
 	}}
-	for _, l := range layers {
+	for i, l := range layers {
 		ld, err := l.Digest()
 		if err != nil {
 			return nil, err
 		}
-		size, err := c.ensureLayer(image, l, ld.String())
+		p := PullProgress{Image: image, Layer: ld.String(), Index: i + 1, Count: len(layers)}
+		if n, err := l.Size(); err == nil {
+			p.Size = n
+		}
+		size, err := c.ensureLayer(image, l, p)
 		if err != nil {
 			return nil, err
 		}
@@ -176,12 +181,15 @@ func (c *Cache) unpackImage(image string, img v1.Image) (*record, error) {
 
 // ensureLayer unpacks one layer unless the cache has it; the unpack goes to
 // a temporary directory renamed into place only once complete and verified.
-func (c *Cache) ensureLayer(image string, l v1.Layer, digest string) (int64, error) {
+func (c *Cache) ensureLayer(image string, l v1.Layer, p PullProgress) (int64, error) {
+	digest := p.Layer
 	dir := c.layerDir(digest)
 	if b, err := os.ReadFile(dir + ".size"); err == nil {
 		if _, err := os.Stat(dir); err == nil {
 			var n int64
 			fmt.Sscan(string(b), &n)
+			p.Done, p.Cached = true, true
+			c.progress(p)
 			return n, nil
 		}
 	}
@@ -195,7 +203,8 @@ func (c *Cache) ensureLayer(image string, l v1.Layer, digest string) (int64, err
 		return 0, err
 	}
 	defer rc.Close()
-	size, err := unpackLayer(verifyErrors{rc}, digest, tmp)
+	pr := &progressReader{r: rc, c: c, p: p}
+	size, err := unpackLayer(verifyErrors{pr}, digest, tmp)
 	if errors.Is(err, errCorrupt) {
 		return 0, &PullError{Image: image, Kind: KindCorrupt, Err: err}
 	}
@@ -209,7 +218,12 @@ func (c *Cache) ensureLayer(image string, l v1.Layer, digest string) (int64, err
 		return 0, fmt.Errorf("give layer %s to the cache's owner: %w", digest, err)
 	}
 	removeTree(dir)
-	return size, os.Rename(tmp, dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return 0, err
+	}
+	pr.p.Done = true
+	c.progress(pr.p)
+	return size, nil
 }
 
 // verifyErrors turns go-containerregistry's own digest check failure (its

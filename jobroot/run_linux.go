@@ -87,7 +87,10 @@ func readLine(f *os.File) ([]byte, error) {
 
 func reportSetup(image, reason string, err error) int {
 	b, _ := json.Marshal(SetupError{Image: image, Reason: reason, Message: err.Error()})
-	fmt.Fprintf(os.Stderr, "\n%s%s\n", ErrorPrefix, b)
+	// The words for whoever reads the log, then the line the executor
+	// reads.
+	fmt.Fprintf(os.Stderr, "ERROR: the job could not start: %v\n", err)
+	fmt.Fprintf(os.Stderr, "%s%s\n", ErrorPrefix, b)
 	return ExitSetupFailed
 }
 
@@ -175,7 +178,8 @@ func getImage(ctx context.Context, spec Spec, log io.Writer) (*images.Image, err
 	cache, err := images.Open(images.Config{
 		Dir: ImagesDir(CacheDir(s)), MaxBytes: s.CacheBytes,
 		Insecure: s.Insecure, Allowed: s.Allowed, Policy: images.PullPolicy(s.PullPolicy),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Progress: NewPullLog(log, "").Event,
 	})
 	if err != nil {
 		return nil, setupErr(spec.Image, "runner_system_failure", err)

@@ -36,6 +36,7 @@ func (m *Manager) pullOnHost(ctx context.Context, id string, names []string, cre
 	cfg := images.Config{
 		Dir: where.Dir, MaxBytes: set.CacheSize, Insecure: set.InsecureRegistries, Allowed: set.AllowedImages,
 		Policy: images.PullPolicy(set.PullPolicy), Logger: m.log.With("instance", id),
+		Progress: jobroot.NewPullLog(log, "on the host").Event,
 	}
 	if where.Chown {
 		cfg.Owner = &images.Owner{UID: where.UID, GID: where.GID}
