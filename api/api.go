@@ -127,7 +127,32 @@ type Job struct {
 	// CancelRequested is true once a cancel arrived for a running job that
 	// has not stopped yet.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// WaitingFor says why a queued job has not started: one of the
+	// Wait* codes (docs/semantics.md, "Why a queued job waits"); empty for
+	// a job that is not queued. WaitingDetail says the same in words, with
+	// the numbers behind it.
+	WaitingFor    string `json:"waiting_for,omitempty"`
+	WaitingDetail string `json:"waiting_detail,omitempty"`
 }
+
+// Why a queued job waits (Job.WaitingFor).
+const (
+	// WaitMaxInstances: every slot is in use and the fleet is at
+	// max_instances; the job starts when a running job ends.
+	WaitMaxInstances = "max_instances"
+	// WaitNoIdleSlot: preemptive mode takes a job only onto an idle slot
+	// of a ready instance, and none is free; an instance is starting.
+	WaitNoIdleSlot = "no_idle_slot"
+	// WaitResume: the job resumes a parked environment that another job
+	// is using or resuming; it starts when that job is done with it.
+	WaitResume = "resume"
+	// WaitLeadership: this berth may not take jobs now (under [ha] it is
+	// not, or no longer sure it is, the leader).
+	WaitLeadership = "leadership"
+	// WaitTurn: the job loop is taking jobs; this one is next or behind
+	// others in the queue, in order.
+	WaitTurn = "turn"
+)
 
 // QueueWait is how long the job waited between submission and start, or
 // how long it has waited so far (as of now) when it has not started.

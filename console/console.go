@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/berth-ci/berth/api"
@@ -36,7 +37,7 @@ var assets embed.FS
 
 // staticFiles are the assets served as they are; they hold no data, so
 // they load before sign-in (the login page's style).
-var staticFiles = map[string]bool{"app.js": true, "app.css": true, "uPlot.iife.min.js": true, "uPlot.min.css": true, "uPlot.LICENSE": true}
+var staticFiles = map[string]bool{"app.js": true, "login.js": true, "app.css": true, "uPlot.iife.min.js": true, "uPlot.min.css": true, "uPlot.LICENSE": true}
 
 // Fleet is what the console reads of the fleet; *fleet.Fleet has it.
 type Fleet interface {
@@ -208,13 +209,31 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 	c.loginForm(w, r, http.StatusOK, "")
 }
 
+// loginForm serves the form; a page the browser asked for before sign-in
+// (its #fragment, which login.js puts in the form's "next") rides along
+// in the form, through a failed attempt too.
 func (c *Console) loginForm(w http.ResponseWriter, r *http.Request, status int, problem string) {
 	tok := randomToken()
 	http.SetCookie(w, cookie(r, loginCookie, tok, loginTTL))
 	securityHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_ = c.pages.ExecuteTemplate(w, "login.html", map[string]any{"CSRF": tok, "Problem": problem})
+	_ = c.pages.ExecuteTemplate(w, "login.html", map[string]any{"CSRF": tok, "Problem": problem, "Next": pageFragment(r.PostFormValue("next"))})
+}
+
+// pageFragment returns next when it is a console page's fragment
+// ("#jobs", "#jobs/42"), else "": the redirect after sign-in must stay on
+// the console.
+func pageFragment(next string) string {
+	if len(next) < 2 || len(next) > 100 || next[0] != '#' {
+		return ""
+	}
+	for _, c := range next[1:] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/_.-", c)) {
+			return ""
+		}
+	}
+	return next
 }
 
 // login checks the form's CSRF token and the token, then starts a session.
@@ -236,7 +255,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, cookie(r, sessionCookie, id, sessionTTL))
 	http.SetCookie(w, cookie(r, loginCookie, "", -1))
 	c.opts.Logger.Info("console sign-in", "principal", p.Name, "remote", r.RemoteAddr)
-	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/"+pageFragment(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session, _ api.Principal) {

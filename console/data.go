@@ -149,6 +149,10 @@ type jobRow struct {
 	ExitCode *int       `json:"exit_code,omitempty"`
 	Reason   string     `json:"reason,omitempty"`
 	Script   string     `json:"script,omitempty"`
+	// WaitingFor and WaitingDetail say why a queued job waits
+	// (api.Job.WaitingFor).
+	WaitingFor    string `json:"waiting_for,omitempty"`
+	WaitingDetail string `json:"waiting_detail,omitempty"`
 }
 
 // jobsLimit bounds the jobs page: the newest ones; older jobs are in
@@ -194,7 +198,7 @@ func queueRow(j api.Job) jobRow {
 	created := j.CreatedAt
 	row := jobRow{Source: "queue", ID: j.ID, Owner: j.Owner, State: string(j.State), Created: &created,
 		Started: j.StartedAt, Finished: j.FinishedAt, Instance: j.Instance, ExitCode: j.ExitCode, Reason: j.Reason,
-		Script: firstLine(j.Script)}
+		Script: firstLine(j.Script), WaitingFor: j.WaitingFor, WaitingDetail: j.WaitingDetail}
 	if j.StartedAt != nil {
 		row.WaitS = ptr(round2(j.StartedAt.Sub(j.CreatedAt).Seconds()))
 	}

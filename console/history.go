@@ -94,6 +94,11 @@ type Decision struct {
 	Tier            bool `json:"tier"`
 	// Forecast is the sizing in force when the decision was taken.
 	Forecast *Sizing `json:"forecast,omitempty"`
+	// Instances names the instances a scale-in deleted or a suspend
+	// decision suspended, and Reason why ("idle_timeout",
+	// "suspended_idle_timeout"; "suspend" for the tier's suspends).
+	Instances []string `json:"instances,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
 }
 
 // Sizing is the core's last pool sizing for target_wait.
@@ -141,13 +146,21 @@ type OtherJob struct {
 // History records what the console charts. Its methods are safe for
 // concurrent use and cheap: Observe runs under the fleet's lock.
 type History struct {
-	mu       sync.Mutex
-	minutes  []minute
-	hours    []hour
-	decided  ring[Decision]
-	deleted  ring[Deleted]
-	others   ring[OtherJob]
-	sizing   *Sizing
+	mu      sync.Mutex
+	minutes []minute
+	hours   []hour
+	decided ring[Decision]
+	deleted ring[Deleted]
+	others  ring[OtherJob]
+	sizing  *Sizing
+	// since is the first moment the history holds data (a sample or a
+	// wait): charts start there, not at an empty range start, so a fresh
+	// install's 24 h chart is not a sliver at its right edge.
+	since time.Time
+	// naming is how many instances the last scale-in or suspend decision
+	// has still to name: the core emits the decision, then one Decrease
+	// or Suspend per instance.
+	naming   int
 	instJobs map[string][]JobRef
 	version  uint64 // bumped on every change, for cheap ETags
 }
@@ -170,6 +183,7 @@ func (h *History) Sample(now time.Time, c scaler.Counts) {
 	at := now.Unix() / 60
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.saw(now)
 	m := &h.minutes[at%minuteSlots]
 	if m.at != at {
 		*m = minute{at: at}
@@ -205,6 +219,7 @@ func (h *History) JobStarted(now time.Time, ref JobRef, instance string, wait ti
 
 // addWait counts one wait in now's hour.
 func (h *History) addWait(now time.Time, wait time.Duration) {
+	h.saw(now)
 	at := now.Unix() / 3600
 	w := &h.hours[at%hourSlots]
 	if w.at != at {
@@ -255,8 +270,16 @@ func (h *History) Observe(now time.Time, a scaler.Action) {
 		d := Decision{At: now, Direction: a.Direction, InUse: a.InUse, IdleSlots: a.IdleSlots, Have: a.Have,
 			Want: a.Want, N: a.N, Suspended: a.Suspended, SuspendedTarget: a.SuspendedTarget, Tier: a.Tier, Forecast: h.sizing}
 		h.decided.push(d)
+		h.naming = 0
+		if a.Direction == "in" || a.Direction == "suspend" {
+			h.naming = a.N
+		}
 		h.version++
 		h.mu.Unlock()
+	case scaler.Decrease:
+		h.name(a.ID, string(a.Reason))
+	case scaler.Suspend:
+		h.name(a.ID, "suspend")
 	case scaler.Sized:
 		z := &Sizing{At: now, Hot: a.Hot, Suspended: a.Suspended, Rate: a.Rate, Burst: a.Burst, Source: a.Source,
 			BootTime: a.BootTime.Seconds(), ResumeTime: a.ResumeTime.Seconds(), TargetWait: a.TargetWait.Seconds(), Tier: a.Tier}
@@ -293,4 +316,42 @@ func (h *History) Backfill(now time.Time, jobs []api.Job) {
 		}
 	}
 	h.version++
+}
+
+// name adds an instance to the last scale-in or suspend decision while it
+// has instances left to name; a Decrease or Suspend of another cause (a
+// failed instance, a parked job) comes when none are left, or before any
+// decision, and names nothing.
+func (h *History) name(id, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.naming == 0 {
+		return
+	}
+	h.naming--
+	h.decided.update(func(d *Decision) bool {
+		d.Instances = append(d.Instances, id)
+		d.Reason = reason
+		return true
+	})
+	h.version++
+}
+
+// saw moves since back to t when t is earlier.
+func (h *History) saw(t time.Time) {
+	if h.since.IsZero() || t.Before(h.since) {
+		h.since = t
+	}
+}
+
+// clamp moves from up to the first data the history holds: a range that
+// starts before it would show only empty buckets there.
+func (h *History) clamp(from, to time.Time) time.Time {
+	h.mu.Lock()
+	since := h.since
+	h.mu.Unlock()
+	if !since.IsZero() && from.Before(since) && since.Before(to) {
+		return since
+	}
+	return from
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,5 +185,34 @@ func TestBackfillCountsTheLastWeeksWaits(t *testing.T) {
 	}
 	if total != 1 || p50 != 30 {
 		t.Errorf("backfilled %d waits (%v); want the one of 30 s from the last week", total, w.P50)
+	}
+}
+
+// A scale-in decision names the instances it deleted and why; a delete of
+// another cause after it (a failed heartbeat) is not put on it.
+func TestScaleInDecisionNamesItsInstancesAndReason(t *testing.T) {
+	h := NewHistory()
+	h.Observe(t0, scaler.Decrease{ID: "i-0", Reason: scaler.ReasonHeartbeat})
+	h.Observe(t0, scaler.Scaled{Direction: "in", N: 2})
+	h.Observe(t0, scaler.Decrease{ID: "i-1", Reason: scaler.ReasonIdle})
+	h.Observe(t0, scaler.Decrease{ID: "i-2", Reason: scaler.ReasonIdle})
+	h.Observe(t0, scaler.Decrease{ID: "i-3", Reason: scaler.ReasonHeartbeat})
+	d := h.decided.newest(0, nil)
+	if len(d) != 1 || strings.Join(d[0].Instances, ",") != "i-1,i-2" || d[0].Reason != "idle_timeout" {
+		t.Fatalf("decision %+v; want i-1,i-2 for idle_timeout", d)
+	}
+}
+
+// A fresh install's 24 h chart spans its data, minute by minute, not 24 h
+// of empty buckets with the data a sliver at the right edge.
+func TestFleetSeriesStartsAtTheFirstSample(t *testing.T) {
+	h := NewHistory()
+	now := t0.Add(24 * time.Hour)
+	for i := range 10 {
+		h.Sample(now.Add(time.Duration(i-10)*time.Minute), scaler.Counts{InstancesByPhase: map[string]int{"ready": 1}})
+	}
+	s := h.Fleet(now.Add(-24*time.Hour), now)
+	if s.Step != 60 || len(s.T) != 10 || s.T[0] != now.Add(-10*time.Minute).Unix() || s.Avg["hot"][0] == nil {
+		t.Fatalf("24 h of a 10-minute-old fleet: step %d, %d points from %d; want 10 one-minute points from the first sample", s.Step, len(s.T), s.T[0])
 	}
 }

@@ -36,9 +36,10 @@ func span(from, to time.Time) (step, first, n int64) {
 	return width, first, n
 }
 
-// Fleet aggregates the minutes in [from, to).
+// Fleet aggregates the minutes in [from, to), from no earlier than the
+// history's first sample.
 func (h *History) Fleet(from, to time.Time) FleetSeries {
-	step, first, n := span(from, to)
+	step, first, n := span(h.clamp(from, to), to)
 	s := FleetSeries{Step: step * 60, T: make([]int64, n), Avg: map[string][]*float64{}, Max: map[string][]*float64{}, Util: make([]*float64, n)}
 	for g := range numGroups {
 		s.Avg[groupNames[g]] = make([]*float64, n)
@@ -90,8 +91,10 @@ type WaitSeries struct {
 	Jobs []int      `json:"jobs"`
 }
 
-// Waits returns the hours in [from, to), at most a week.
+// Waits returns the hours in [from, to), at most a week, from no earlier
+// than the history's first data.
 func (h *History) Waits(from, to time.Time) WaitSeries {
+	from = h.clamp(from, to)
 	f, t := from.Unix()/3600, (to.Unix()+3599)/3600
 	f = max(f, t-hourSlots+1)
 	var s WaitSeries

@@ -12,7 +12,7 @@
 //
 // The script is sent on the session's stdin to a fixed wrapper,
 //
-//	sh -c 'script=$(cat) && exec </dev/null && eval "$script"'
+//	sh -c 'exec 2>&1 && script=$(cat) && exec </dev/null && eval "$script"'
 //
 // which reads the whole script before running any of it. That gives
 // multi-line scripts of any size (no ARG_MAX limit, no quoting through the
@@ -24,8 +24,11 @@
 // the top of the script, because most sshd configurations (AcceptEnv) refuse
 // env requests; the exports make them arrive either way.
 //
-// Standard output and standard error are merged into one writer in the order
-// they arrive, which is what a CI log shows.
+// Standard error is the same pipe as standard output (the wrapper's
+// `exec 2>&1`), so the log is one stream in the order the job wrote it,
+// as GitLab Runner gives GitLab: two streams copied apart (an SSH
+// session's stdout and stderr, each with its own copier at both ends)
+// would put a job's error before the output that led to it.
 //
 // # Stopping
 //
@@ -291,7 +294,11 @@ func (r *Runner) Output(ctx context.Context, ci provider.ConnectInfo, script str
 
 // wrapperCommand reads the whole script from stdin before running any of it;
 // see the package doc for why.
-const wrapperCommand = `sh -c 'script=$(cat) && exec </dev/null && eval "$script"'`
+const wrapperCommand = `sh -c '` + mergeStderr + `script=$(cat) && exec </dev/null && eval "$script"'`
+
+// mergeStderr makes a job's stderr its stdout's pipe, which keeps the
+// order of its log (see the package doc).
+const mergeStderr = `exec 2>&1 && `
 
 // errCommandTimeout is the context cause when Command.Timeout fires, so that
 // a timeout can be told from the caller's own cancellation.

@@ -766,3 +766,22 @@ func (f *Fleet) EnvBusy(key string) (busy bool) {
 	defer f.mu.Unlock()
 	return f.core.EnvBusy(key)
 }
+
+// DeleteInstances removes the instances ids names as an operator asked
+// (scaler.Scaler.DeleteInstance): what became of each, in order. The
+// decisions are saved before the provider is called, as for any other.
+func (f *Fleet) DeleteInstances(ids []string, force bool) ([]scaler.DeleteResult, error) {
+	out := make([]scaler.DeleteResult, 0, len(ids))
+	err := f.do(func(c *scaler.Scaler) {
+		out = out[:0]
+		for _, id := range ids {
+			outcome, why, err := c.DeleteInstance(id, force)
+			r := scaler.DeleteResult{ID: id, Outcome: outcome, Why: why}
+			if err != nil {
+				r.Outcome, r.Why = "unknown", err.Error()
+			}
+			out = append(out, r)
+		}
+	})
+	return out, err
+}

@@ -85,6 +85,9 @@ type Config struct {
 	// Owner, when set, is given every file and directory the cache
 	// creates (see Owner); nil leaves them to the calling user.
 	Owner *Owner
+	// Progress, when set, hears of a pull as it goes (PullProgress), on
+	// the goroutine that called Get; nil hears nothing.
+	Progress func(PullProgress)
 }
 
 // Credential is a registry login, as a job or the config gives it.

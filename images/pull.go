@@ -43,6 +43,7 @@ func (c *Cache) pull(ctx context.Context, image string, creds []Credential) (*re
 	if err != nil {
 		return nil, err
 	}
+	c.progress(PullProgress{Image: image})
 	img, err := c.fetch(ctx, image, ref, creds)
 	if err != nil {
 		return nil, err
@@ -168,12 +169,16 @@ func (c *Cache) unpackImage(image string, img v1.Image) (*record, error) {
 	}}
 	b := &budget{lim: c.cfg.Limits, dir: filepath.Join(c.cfg.Dir, "tmp")}
 	var added []string
-	for _, l := range layers {
+	for i, l := range layers {
 		ld, err := l.Digest()
 		if err != nil {
 			return nil, err
 		}
-		size, isNew, err := c.ensureLayer(image, l, ld.String(), b)
+		p := PullProgress{Image: image, Layer: ld.String(), Index: i + 1, Count: len(layers)}
+		if n, err := l.Size(); err == nil {
+			p.Size = n
+		}
+		size, isNew, err := c.ensureLayer(image, l, p, b)
 		if err != nil {
 			// The layers this pull added belong to no image: a hostile
 			// image must not leave its first layers behind on each try.
@@ -201,13 +206,16 @@ func (c *Cache) removeLayer(digest string) {
 // ensureLayer unpacks one layer unless the cache has it (isNew says it did),
 // within what is left of b; the unpack goes to a temporary directory
 // renamed into place only once complete and verified.
-func (c *Cache) ensureLayer(image string, l v1.Layer, digest string, b *budget) (size int64, isNew bool, err error) {
+func (c *Cache) ensureLayer(image string, l v1.Layer, p PullProgress, b *budget) (size int64, isNew bool, err error) {
+	digest := p.Layer
 	dir := c.layerDir(digest)
 	if sb, err := os.ReadFile(dir + ".size"); err == nil {
 		if _, err := os.Stat(dir); err == nil {
 			var n int64
 			fmt.Sscan(string(sb), &n)
 			b.bytes += n
+			p.Done, p.Cached = true, true
+			c.progress(p)
 			return n, false, nil
 		}
 	}
@@ -229,7 +237,8 @@ func (c *Cache) ensureLayer(image string, l v1.Layer, digest string, b *budget) 
 		return 0, false, err
 	}
 	defer rc.Close()
-	in := &capReader{r: verifyErrors{rc}, limit: c.cfg.Limits.LayerBytes, key: "max_layer_size"}
+	pr := &progressReader{r: rc, c: c, p: p}
+	in := &capReader{r: verifyErrors{pr}, limit: c.cfg.Limits.LayerBytes, key: "max_layer_size"}
 	size, err = unpackLayer(in, digest, tmp, b)
 	if err != nil {
 		return 0, false, c.unpackError(image, digest, err)
@@ -244,7 +253,12 @@ func (c *Cache) ensureLayer(image string, l v1.Layer, digest string, b *budget) 
 		return 0, false, err
 	}
 	removeTree(dir)
-	return size, true, os.Rename(tmp, dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return 0, false, err
+	}
+	pr.p.Done = true
+	c.progress(pr.p)
+	return size, true, nil
 }
 
 // unpackError classifies a failed unpack and logs the limits behind it.

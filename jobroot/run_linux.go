@@ -39,6 +39,13 @@ func RunIfRequested() {
 
 // runMain reads the spec line from stdin and runs the job.
 func runMain() int {
+	// One stream: the runner's own lines (the image it pulls) and the
+	// job's stdout and stderr share the executor's stdout, so the job's
+	// log keeps the order they were written in; the executor reads both
+	// of its streams into that one log anyway.
+	if err := unix.Dup3(1, 2, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "berth: make stderr the runner's stdout: %v\n", err)
+	}
 	line, err := readLine(os.Stdin)
 	if err != nil {
 		return reportSetup("", "runner_system_failure", fmt.Errorf("read the job spec from stdin: %w", err))
@@ -80,7 +87,10 @@ func readLine(f *os.File) ([]byte, error) {
 
 func reportSetup(image, reason string, err error) int {
 	b, _ := json.Marshal(SetupError{Image: image, Reason: reason, Message: err.Error()})
-	fmt.Fprintf(os.Stderr, "\n%s%s\n", ErrorPrefix, b)
+	// The words for whoever reads the log, then the line the executor
+	// reads.
+	fmt.Fprintf(os.Stderr, "ERROR: the job could not start: %v\n", err)
+	fmt.Fprintf(os.Stderr, "%s%s\n", ErrorPrefix, b)
 	return ExitSetupFailed
 }
 
@@ -169,6 +179,7 @@ func getImage(ctx context.Context, spec Spec, log io.Writer) (*images.Image, err
 		Dir: ImagesDir(CacheDir(s)), MaxBytes: s.CacheBytes,
 		Insecure: s.Insecure, Allowed: s.Allowed, Policy: images.PullPolicy(s.PullPolicy),
 		Limits: s.Limits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Progress: NewPullLog(log, "").Event,
 	})
 	if err != nil {
 		return nil, setupErr(spec.Image, "runner_system_failure", err)

@@ -46,6 +46,9 @@ func (m *Manager) takeBatch(ctx, jobCtx context.Context, src batchSource) bool {
 	if refused != nil && !errors.Is(refused, scaler.ErrNoCapacity) {
 		m.log.Error("reserve failed", "err", refused)
 	}
+	if refused != nil && booked == 0 {
+		m.waiting.refused(m.log, refused)
+	}
 	if booked == 0 {
 		return false
 	}
@@ -65,6 +68,11 @@ func (m *Manager) takeBatch(ctx, jobCtx context.Context, src batchSource) bool {
 	}
 	m.log.Info("jobs taken in one step", "source", src.Name(), "jobs", len(jobs), "booked", booked, "queued", queued, "refused", stop)
 	m.reportQueued(src)
+	m.waiting.took(m.log)
+	if refused != nil {
+		// The rest wait for capacity, not their turn.
+		m.waiting.refused(m.log, refused)
+	}
 	for i, job := range jobs {
 		m.startJob(jobCtx, keys[i], job)
 	}

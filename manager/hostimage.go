@@ -42,7 +42,8 @@ func (m *Manager) pullOnHost(ctx context.Context, id string, names []string, cre
 		// network: an image name must not reach the host's networks.
 		RefusePrivate: true, Private: set.PrivateRegistries,
 		// Layers damaged on the host's disk are seen before a job reads them.
-		Verify: true,
+		Verify:   true,
+		Progress: jobroot.NewPullLog(log, "on the host").Event,
 	}
 	if where.Chown {
 		cfg.Owner = &images.Owner{UID: where.UID, GID: where.GID}

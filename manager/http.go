@@ -54,6 +54,7 @@ func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
 	m.queue.Register(mux)
 	mux.HandleFunc("GET /api/v1/instances", m.serveInstances)
+	mux.HandleFunc("POST /api/v1/instances/delete", m.serveDeleteInstances)
 	mux.Handle("GET /metrics", m.metrics.Handler())
 	mux.HandleFunc("GET /healthz", m.serveHealth)
 	m.mountConsole(mux)

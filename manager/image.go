@@ -53,6 +53,11 @@ func (m *Manager) runInImage(ctx context.Context, ci *provider.ConnectInfo, spec
 		release, err := m.pullOnHost(ctx, ci.ID, names, creds, settings.PullPolicy, logOf(*cmd))
 		defer release()
 		if err != nil {
+			// The log says why too: someone reading only the log must
+			// not find it empty.
+			if ie, ok := executor.IsImageError(err); ok {
+				fmt.Fprintf(logOf(*cmd), "ERROR: the job could not start: %s\n", ie.Message)
+			}
 			return -1, err
 		}
 		settings = hostPulled(settings)

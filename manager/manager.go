@@ -108,6 +108,8 @@ type Manager struct {
 	// glJobs records the GitLab jobs taken, for the job list (gitlabjobs.go).
 	glJobs gitlabJobs
 	fds    fdUsage
+	// waiting is why the built-in queue's jobs wait (waiting.go).
+	waiting waitState
 
 	// hostImages is the provider's host-side image cache: berth pulls
 	// jobs' images there itself (image.go). nil: instances pull.
@@ -189,7 +191,7 @@ func (o Options) withDefaults(cfg *config.Config) Options {
 // every manager: any of them queues and reads jobs, only the leader of
 // the current term takes, starts and finishes them (queueFence).
 func (m *Manager) openQueue(ctx context.Context) (*queue.Queue, error) {
-	opts := []queue.Option{queue.WithLogger(m.log), queue.WithResumeCheck(m.checkResumeKey)}
+	opts := []queue.Option{queue.WithLogger(m.log), queue.WithResumeCheck(m.checkResumeKey), queue.WithWaitReason(m.explainWait)}
 	if m.ha != nil {
 		q, err := queue.OpenEtcd(ctx, m.ha.cli, m.cfg.HA.KeyPrefix+"queue/", m.queueFence, opts...)
 		if err != nil {
@@ -559,6 +561,7 @@ func (m *Manager) lead(ctx context.Context, t *ha.Term) {
 	}
 	stopFleet()
 	<-fleetDone
+	m.logKeptInstances(f)
 }
 
 // stepDown ends a term: the job loops and the fleet stop at once and no
@@ -676,13 +679,18 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 		idle = g.CheckInterval()
 		reserve, promote = m.fleet.ReservePoll, m.fleet.Promote
 	}
+	// Only the built-in queue's jobs say why they wait (waiting.go).
+	var track *waitState
+	if _, ok := src.(*queue.Queue); ok {
+		track = &m.waiting
+	}
 	for ctx.Err() == nil {
 		if waiter != nil {
 			if err := waiter.WaitForJobs(ctx); err != nil {
 				return
 			}
 		}
-		if !m.mayTakeJob(ctx, idle) {
+		if !m.mayTakeJob(ctx, idle, track) {
 			continue
 		}
 		var srcChanged <-chan struct{}
@@ -698,6 +706,9 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 		changed := m.fleet.Changed()
 		key := newKey("job-")
 		if err := reserve(key); err != nil {
+			if track != nil {
+				track.refused(m.log, err)
+			}
 			if !errors.Is(err, scaler.ErrNoCapacity) {
 				m.log.Error("reserve failed", "err", err)
 			} else if waiter != nil {
@@ -735,6 +746,9 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			m.log.Error("promote poll booking", "key", key, "err", err)
 		}
 		m.reportQueued(src)
+		if track != nil {
+			track.took(m.log)
+		}
 		m.startJob(jobCtx, key, job)
 	}
 }
@@ -743,12 +757,15 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 // etcd confirms the term first: a leader resumed after a pause longer than
 // its lease takes none (its term ends, stepDown follows). A refusal waits
 // idle before it returns.
-func (m *Manager) mayTakeJob(ctx context.Context, idle time.Duration) bool {
+func (m *Manager) mayTakeJob(ctx context.Context, idle time.Duration, track *waitState) bool {
 	err := m.mayAct(ctx)
 	if err == nil {
 		return true
 	}
 	m.log.Warn("not taking a job: this manager may not act on the fleet", "err", err)
+	if track != nil {
+		track.set(m.log, api.WaitLeadership, "this berth may not take jobs now: "+err.Error())
+	}
 	select {
 	case <-time.After(idle):
 	case <-ctx.Done():

@@ -20,9 +20,8 @@ func (s *Scaler) Reserve(key string) error {
 	p := s.policy()
 	if p.Preemptive {
 		if len(s.free) == 0 {
-			s.refused["no_idle_slot"]++
-			return &NoCapacityError{Reason: "no_idle_slot", Detail: fmt.Sprintf(
-				"preemptive mode books only idle slots on ready instances; in_use=%d ready=%d", len(s.res), s.byPhase[phaseReady])}
+			return s.refuse("no_idle_slot", fmt.Sprintf(
+				"preemptive mode books only idle slots on ready instances; in_use=%d ready=%d", len(s.res), s.byPhase[phaseReady]))
 		}
 	} else {
 		if err := s.underMax(); err != nil {
@@ -55,6 +54,19 @@ func (s *Scaler) underMax() error {
 	return &NoCapacityError{Reason: "max_instances", Detail: fmt.Sprintf(
 		"in_use=%d%s limit=%d (max_instances=%d suspended=%d capacity_per_instance=%d)",
 		len(s.res), polls, limit, s.cfg.MaxInstances, s.heldInstances(), s.cfg.CapacityPerInstance)}
+}
+
+// refuse counts and returns a refusal for want of an idle slot. A fleet
+// at max_instances cannot start one, so that refusal is max_instances:
+// the job waits for a slot to come free, not for an instance to boot (it
+// is what an operator can act on: raise the limit).
+func (s *Scaler) refuse(reason, detail string) error {
+	if reason == "no_idle_slot" && s.Total() >= s.cfg.MaxInstances {
+		reason = "max_instances"
+		detail += fmt.Sprintf("; the fleet is at max_instances=%d (total=%d)", s.cfg.MaxInstances, s.Total())
+	}
+	s.refused[reason]++
+	return &NoCapacityError{Reason: reason, Detail: detail}
 }
 
 // booked reports whether key holds a booking or a poll booking.

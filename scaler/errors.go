@@ -11,7 +11,9 @@ var ErrNoCapacity = errors.New("no capacity")
 
 // NoCapacityError explains a refused reservation.
 type NoCapacityError struct {
-	// Reason is "no_idle_slot" (preemptive mode) or "max_instances" (on-demand).
+	// Reason is "max_instances" when the fleet is at max_instances (in
+	// preemptive mode too), else "no_idle_slot" (preemptive mode: no idle
+	// slot on a ready instance yet).
 	Reason string
 	// Detail has the numbers behind the refusal.
 	Detail string

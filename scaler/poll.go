@@ -29,10 +29,9 @@ func (s *Scaler) ReservePoll(key string) error {
 	}
 	if s.policy().Preemptive {
 		if idle := s.idleSlots(); len(s.polls) >= idle {
-			s.refused["no_idle_slot"]++
-			return &NoCapacityError{Reason: "no_idle_slot", Detail: fmt.Sprintf(
+			return s.refuse("no_idle_slot", fmt.Sprintf(
 				"preemptive mode polls only on idle slots of ready instances; polls=%d idle_slots=%d ready=%d",
-				len(s.polls), idle, s.byPhase[phaseReady])}
+				len(s.polls), idle, s.byPhase[phaseReady]))
 		}
 	} else if err := s.underMax(); err != nil {
 		return err

@@ -180,6 +180,16 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 		}
 	case "why":
 		fmt.Fprintf(&b, "%s\n", h.s.Why(pos[0]))
+	case "delete-instance":
+		// delete-instance ID... [force]
+		force := hasPos(pos, "force")
+		for _, id := range pos {
+			if id == "force" {
+				continue
+			}
+			outcome, why, err := h.s.DeleteInstance(id, force)
+			fmt.Fprintf(&b, "%s: %s\n", id, errOr(err, strings.TrimSuffix(outcome+": "+why, ": ")))
+		}
 	case "queued":
 		n, err := strconv.Atoi(pos[0])
 		if err != nil {

@@ -51,7 +51,89 @@ func newInstancesCmd() *cobra.Command {
 	}
 	conn.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for machines")
+	cmd.AddCommand(newInstancesDeleteCmd())
 	return cmd
+}
+
+func newInstancesDeleteCmd() *cobra.Command {
+	var (
+		conn       connFlags
+		all, force bool
+		asJSON     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "delete ID... | --all",
+		Short: "Delete instances (sandboxes, VMs) berth manages",
+		Long: `Delete the named instances, or --all of them, through berth's API (admin token).
+
+The rules are berth's own: an instance that holds nothing (every slot idle,
+no parked environment) is deleted at once. One that runs a job, holds a
+booking of a job about to start, or holds a parked environment is kept,
+and the command says why. --force deletes those too: a parked environment
+is dropped (a job resuming it fails saying so), and an instance with
+running jobs drains: it takes no new job and is deleted when they end.
+No running job is killed; cancel it first (berth jobs ID --cancel).
+
+Instances keep running when berth stops (the next start takes them back,
+parked environments included) unless autoscaler.delete_instances_on_shutdown
+is set; with berth running, ` + "`berth instances delete --all`" + ` removes
+every idle one.`,
+		Example: `  berth instances delete local-3f9c2a1b7e
+  berth instances delete --all
+  berth instances delete --all --force`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return fmt.Errorf("name the instances to delete (see berth instances) or pass --all, not both")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptContext(cmd)
+			defer stop()
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.DeleteInstances(ctx, api.DeleteInstancesRequest{IDs: args, All: all, Force: force})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return jsonOut(out, res)
+			}
+			return printDeleted(out, res.Instances, all)
+		},
+	}
+	conn.add(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "delete every instance")
+	cmd.Flags().BoolVar(&force, "force", false, "also instances in use: drop parked environments, drain instances with running jobs")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for machines")
+	return cmd
+}
+
+// printDeleted says what became of each instance; an unknown ID is an
+// error (a typo must not pass for done).
+func printDeleted(w io.Writer, list []api.DeletedInstance, all bool) error {
+	if len(list) == 0 && all {
+		fmt.Fprintln(w, "No instances to delete.")
+		return nil
+	}
+	unknown := 0
+	for _, d := range list {
+		if d.Outcome == api.InstanceUnknown {
+			unknown++
+		}
+		if d.Why != "" {
+			fmt.Fprintf(w, "%s: %s: %s\n", d.ID, d.Outcome, d.Why)
+		} else {
+			fmt.Fprintf(w, "%s: %s\n", d.ID, d.Outcome)
+		}
+	}
+	if unknown > 0 {
+		return fmt.Errorf("%d of the instances named are not in berth's fleet; see berth instances", unknown)
+	}
+	return nil
 }
 
 func printInstanceTable(w io.Writer, list []api.Instance, now time.Time) error {

@@ -98,7 +98,7 @@ func printJobTable(w io.Writer, jobs []api.Job, now time.Time) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			j.ID, state, clockText(j.CreatedAt, now), shortDuration(j.QueueWait(now)), ranFor(j, now),
-			exitText(j.ExitCode), orDash(j.Instance), oneLine(j.Reason, 60))
+			exitText(j.ExitCode), orDash(j.Instance), oneLine(jobReason(j), 60))
 	}
 	return tw.Flush()
 }
@@ -126,6 +126,9 @@ func printJobDetail(w io.Writer, j api.Job, now time.Time) error {
 		row("Exit code", fmt.Sprint(*j.ExitCode))
 	}
 	row("Reason", j.Reason)
+	if j.WaitingFor != "" {
+		row("Waiting for", j.WaitingFor+": "+j.WaitingDetail)
+	}
 	row("Submitter", j.Owner)
 	row("Instance", j.Instance)
 	row("Environment key", j.EnvKey)
@@ -161,6 +164,15 @@ func printJobDetail(w io.Writer, j api.Job, now time.Time) error {
 		fmt.Fprintf(w, "Log: berth logs %s --follow\n", j.ID)
 	}
 	return nil
+}
+
+// jobReason is the table's REASON: why a job failed, or why a queued job
+// waits.
+func jobReason(j api.Job) string {
+	if j.Reason == "" && j.WaitingFor != "" {
+		return "waiting for " + j.WaitingFor
+	}
+	return j.Reason
 }
 
 // Helpers shared by submit, jobs, logs and instances.

@@ -36,7 +36,7 @@ func TestSubmitWithImageOnIsolatedNetwork(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "NAME=berth-test-image") || !strings.Contains(out, "var=from-image") {
 				t.Fatalf("submit --image on an isolated instance exited %d:\n%s\n%s", code, out, errOut)
 			}
-			if !strings.Contains(out, "Pulled image "+ref) || !strings.Contains(out, "on the host") {
+			if !strings.Contains(out, "Pulling image "+ref+" on the host\n") || !strings.Contains(out, "Pulled image "+ref) || !strings.Contains(out, "on the host") {
 				t.Errorf("the job log does not say berth pulled the image on the host:\n%s", out)
 			}
 			if !strings.Contains(out, "net=none") {
@@ -54,6 +54,10 @@ func TestSubmitWithImageOnIsolatedNetwork(t *testing.T) {
 			out, errOut, code = d.berth("submit", "--wait", "--image", missing, "--", "true")
 			if code == 0 || !strings.Contains(errOut+out, missing) {
 				t.Fatalf("missing image: exit %d, want a failure naming %s:\n%s\n%s", code, missing, out, errOut)
+			}
+			// The job's own log says why, not only the job's record.
+			if !strings.Contains(out, "ERROR: the job could not start: ") || !strings.Contains(out, "Pulling image "+missing) {
+				t.Errorf("the log of a job whose pull failed does not say why:\n%s", out)
 			}
 			if jobs, _, _ := d.berth("jobs", "--json"); !strings.Contains(jobs, "image_pull_failure") {
 				t.Errorf("the job list does not show image_pull_failure:\n%s", jobs)

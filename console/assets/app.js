@@ -14,8 +14,12 @@
     return String(s == null ? "" : s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   }
   function ts(t) { return t ? new Date(t).toISOString().replace("T", " ").slice(0, 19) : ""; }
+  // dur shows seconds for reading: 412ms, 4.2s, 75s, 12m, 3.5h, 2.0d. A
+  // wait under a second is not 0s.
   function dur(s) {
     if (s == null) return "";
+    if (s < 1) return Math.round(s * 1000) + "ms";
+    if (s < 10) return s.toFixed(1) + "s";
     s = Math.round(s);
     if (s < 120) return s + "s";
     if (s < 7200) return Math.round(s / 60) + "m";
@@ -28,7 +32,7 @@
     const headers = {};
     if (state.etags[url]) headers["If-None-Match"] = state.etags[url];
     const r = await fetch(url, { headers, cache: "no-store", credentials: "same-origin" });
-    if (r.status === 401) { location.href = "/ui/login"; return; }
+    if (r.status === 401) { location.href = "/ui/login" + location.hash; return; }
     if (r.status === 304) return;
     if (!r.ok) { throw new Error(url + ": " + r.status + " " + (await r.text())); }
     state.etags[url] = r.headers.get("ETag");
@@ -81,6 +85,8 @@
         }],
       },
     }, opts || {});
+    // The axis titles, for the browser tests: uPlot draws them on canvas.
+    el.dataset.axes = o.axes.map((a) => a.label || "").join("|");
     const u = new uPlot(o, data, el);
     u._key = JSON.stringify(series.map((s) => s.label));
     if (name) u.over.addEventListener("dblclick", () => { state.range[name] = null; refresh(); });
@@ -98,7 +104,8 @@
       const names = ["hot", "booting", "suspended", "deleting"];
       const series = names.map((n) => ({ label: n, stroke: colors[n], width: 2, spanGaps: false }));
       series.push({ label: "hot (max)", stroke: colors.hot, dash: [4, 4], width: 1 });
-      chart("chart-fleet", "fleet", series, [s.t].concat(names.map((n) => s.avg[n])).concat([s.max.hot]));
+      chart("chart-fleet", "fleet", series, [s.t].concat(names.map((n) => s.avg[n])).concat([s.max.hot]),
+        { axes: [{ label: "time" }, { size: 60, label: "instances" }] });
       $("#instances tbody").innerHTML = d.instances.map((i) => "<tr id=\"inst-" + esc(i.id) + "\"><td>" + esc(i.id) + "</td><td>" + esc(i.phase) +
         "</td><td>" + esc(Object.entries(i.slots).map(([k, v]) => k + " " + v).join(", ")) + '</td><td class="num">' + i.uses +
         '</td><td class="num">' + dur((Date.now() - Date.parse(i.created_at)) / 1000) + "</td><td>" + esc(i.env_key || "") + "</td><td>" + jobLinks(i.jobs) + "</td><td>" +
@@ -115,12 +122,29 @@
   function jobs() {
     const q = "state=" + encodeURIComponent(state.jobFilter.state) + "&source=" + encodeURIComponent(state.jobFilter.source);
     return get("/ui/api/jobs?" + q, (d) => {
-      $("#jobs tbody").innerHTML = d.jobs.map((j) => '<tr class="click" data-source="' + esc(j.source) + '" data-id="' + esc(j.id) + '" id="job-' + esc(j.source) + "-" + esc(j.id) + '"><td>' +
-        esc(j.source) + "</td><td>" + esc(j.id) + "</td><td>" + esc(j.owner || "") + '</td><td class="state">' + esc(j.state) + "</td><td>" +
-        ts(j.created_at || j.started_at) + '</td><td class="num">' + dur(j.wait_s) + "</td><td>" + esc(j.instance || "") + '</td><td class="num">' +
-        (j.exit_code == null ? "" : j.exit_code) + "</td><td>" + esc(j.reason || j.script || "") + "</td></tr>").join("");
+      const now = Date.now();
+      state.jobStates = {};
+      $("#jobs tbody").innerHTML = d.jobs.map((j) => {
+        state.jobStates[j.source + "-" + j.id] = j.state;
+        // A queued job waits as long as it has been queued, and says why.
+        const wait = j.wait_s != null ? j.wait_s : (j.state === "queued" && j.created_at ? (now - Date.parse(j.created_at)) / 1000 : null);
+        const ran = j.started_at ? ((j.finished_at ? Date.parse(j.finished_at) : now) - Date.parse(j.started_at)) / 1000 : null;
+        const why = j.waiting_for ? '<span class="waiting" title="' + esc(j.waiting_detail || "") + '">waiting for ' + esc(j.waiting_for) + "</span>" : esc(j.reason || j.script || "");
+        return '<tr class="click" data-source="' + esc(j.source) + '" data-id="' + esc(j.id) + '" id="job-' + esc(j.source) + "-" + esc(j.id) + '"><td>' +
+          esc(j.source) + "</td><td>" + esc(j.id) + "</td><td>" + esc(j.owner || "") + '</td><td class="state">' + esc(j.state) + "</td><td>" +
+          ts(j.created_at || j.started_at) + '</td><td class="num wait">' + dur(wait) + '</td><td class="num ran">' + dur(ran) + "</td><td>" + esc(j.instance || "") + '</td><td class="num">' +
+          (j.exit_code == null ? "" : j.exit_code) + '</td><td class="why">' + why + "</td></tr>";
+      }).join("");
       markOpenJob();
+      showCancel();
     });
+  }
+
+  // showCancel offers "Cancel job" only for a job that can still be
+  // canceled: queued or running.
+  function showCancel() {
+    const st = state.log && state.jobStates ? state.jobStates["queue-" + state.log.id] : null;
+    $("#log-cancel").hidden = !(st === "queued" || st === "running") || $("#log").dataset.done === "1";
   }
 
   function markOpenJob() {
@@ -135,6 +159,7 @@
     state.log = { id, ctl };
     $("#log-box").hidden = false;
     $("#log-id").textContent = id;
+    showCancel();
     const pre = $("#log");
     pre.textContent = "";
     markOpenJob();
@@ -150,6 +175,7 @@
         pre.scrollTop = pre.scrollHeight;
       }
       pre.dataset.done = "1";
+      showCancel();
     } catch (e) {
       if (e.name !== "AbortError") pre.textContent += "\n[log stream ended: " + e.message + "]";
     }
@@ -179,7 +205,7 @@
         { label: "p95", stroke: "#f9a825", width: 2, points: { show: true } },
         { label: "p99", stroke: "#c62828", width: 2, points: { show: true } },
         { label: "jobs", stroke: "#9e9e9e", scale: "n", width: 1 }],
-      [w.t, w.p50, w.p95, w.p99, w.jobs], { axes: [{}, { size: 60 }, { scale: "n", side: 1, grid: { show: false } }] });
+      [w.t, w.p50, w.p95, w.p99, w.jobs], { axes: [{ label: "hour" }, { size: 60, label: "wait (s)" }, { scale: "n", side: 1, grid: { show: false }, label: "jobs" }] });
       const c = d.cost;
       // Stacked bars: each bar is drawn over the taller one behind it.
       const bars = uPlot.paths.bars({ size: [0.6, 80] });
@@ -189,10 +215,10 @@
         { label: "+ suspended h", stroke: colors.suspended, fill: colors.suspended + "99", paths: bars, points: { show: false } },
         { label: "+ booting h", stroke: colors.booting, fill: colors.booting + "cc", paths: bars, points: { show: false } },
         { label: "hot h", stroke: colors.hot, fill: colors.hot + "cc", paths: bars, points: { show: false } }],
-      [c.t, all, hb, c.hot_h], { scales: { x: { time: true, range: (u, mn, mx) => [mn - 43200, mx + 43200] }, y: { range: (u, mn, mx) => [0, Math.max(1, mx * 1.1)] } } });
+      [c.t, all, hb, c.hot_h], { axes: [{ label: "day (UTC)" }, { size: 60, label: "instance-hours" }], scales: { x: { time: true, range: (u, mn, mx) => [mn - 43200, mx + 43200] }, y: { range: (u, mn, mx) => [0, Math.max(1, mx * 1.1)] } } });
       $("#cost tbody").innerHTML = c.t.map((t, i) => "<tr><td>" + ts(t * 1000).slice(0, 10) + '</td><td class="num">' + c.hot_h[i] + '</td><td class="num">' +
         c.booting_h[i] + '</td><td class="num">' + c.suspended_h[i] + '</td><td class="num">' + (c.util[i] == null ? "" : Math.round(c.util[i] * 100) + "%") + "</td></tr>").join("");
-      chart("chart-util", "waits", [{ label: "utilization", stroke: "#6a1b9a", width: 2 }], [d.util.t, d.util.util], { scales: { x: { time: true }, y: { range: [0, 1] } } });
+      chart("chart-util", "waits", [{ label: "utilization", stroke: "#6a1b9a", width: 2 }], [d.util.t, d.util.util], { axes: [{ label: "time" }, { size: 60, label: "acquired / usable" }], scales: { x: { time: true }, y: { range: [0, 1] } } });
     });
   }
 
@@ -204,7 +230,8 @@
       $("#decisions tbody").innerHTML = d.decisions.map((x) => "<tr><td>" + ts(x.at) + "</td><td>" + esc((x.tier ? "tier " : "") + "scale " + x.direction) +
         '</td><td class="num">' + x.n + '</td><td class="num">' + x.in_use + '</td><td class="num">' + x.idle_target + '</td><td class="num">' + x.have + " → " + x.want +
         '</td><td class="num">' + x.suspended + " (" + x.suspended_target + ")</td><td>" +
-        (x.forecast ? esc(x.forecast.rate_per_s.toFixed(3) + "/s, burst " + x.forecast.burst.toFixed(1) + " (" + x.forecast.source + ")") : "") + "</td></tr>").join("");
+        (x.forecast ? esc(x.forecast.rate_per_s.toFixed(3) + "/s, burst " + x.forecast.burst.toFixed(1) + " (" + x.forecast.source + ")") : "") +
+        '</td><td class="insts">' + esc((x.instances || []).join(" ")) + (x.reason ? " (" + esc(x.reason) + ")" : "") + "</td></tr>").join("");
     });
   }
 

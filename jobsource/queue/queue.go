@@ -85,6 +85,7 @@ type options struct {
 	maxLogBytes int64
 	maxDBSize   int
 	resumeCheck ResumeCheck
+	waitReason  WaitReason
 }
 
 // WithLogger sets where the queue logs; the default is slog.Default().
@@ -108,6 +109,7 @@ type Queue struct {
 	log         *slog.Logger
 	maxLog      int64
 	resumeCheck ResumeCheck
+	waitReason  WaitReason
 	health      writeHealth
 	changed     notifier // fired on every job state change
 	done        chan struct{}
@@ -178,6 +180,7 @@ func newQueue(o options) *Queue {
 		log:         o.logger.With("component", "queue"),
 		maxLog:      o.maxLogBytes,
 		resumeCheck: o.resumeCheck,
+		waitReason:  o.waitReason,
 		done:        make(chan struct{}),
 		live:        map[string]*Job{},
 	}
@@ -594,6 +597,7 @@ func (q *Queue) Get(id string) (api.Job, error) {
 	if job.ID == "" {
 		return api.Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
 	}
+	q.explainWait(&job)
 	return job, nil
 }
 
@@ -672,6 +676,9 @@ func (q *Queue) ListFor(p api.Principal, state api.JobState, limit int) ([]api.J
 	}
 	if out == nil {
 		out = []api.Job{}
+	}
+	for i := range out {
+		q.explainWait(&out[i])
 	}
 	return out, nil
 }
