@@ -190,3 +190,15 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// WipeMember stops member i, deletes its data and starts it again on the
+// same ports: an etcd restarted empty (a lost volume, a restore gone
+// wrong). With one member that is a new, empty cluster.
+func (c *Cluster) WipeMember(i int) error {
+	c.StopMember(i)
+	c.closing.Wait()
+	if err := os.RemoveAll(c.cfgs[i].Dir); err != nil {
+		return fmt.Errorf("wipe etcd member %d: %w", i, err)
+	}
+	return c.RestartMember(i)
+}

@@ -99,14 +99,18 @@ func OpenEtcd(ctx context.Context, cli *clientv3.Client, prefix string, fence Fe
 	}
 	q := newQueue(o)
 	bctx, cancel := context.WithCancel(context.Background())
-	b := &etcdBackend{q: q, cli: cli, prefix: prefix, fence: fence, ctx: bctx, cancel: cancel}
+	b := &etcdBackend{q: q, cli: cli, prefix: prefix, fence: fence, ctx: bctx, cancel: cancel,
+		floorFile: o.idFloorFile, floorDirty: make(chan struct{}, 1)}
+	b.floor.Store(b.readFloor())
 	q.st, q.fence = b, fence
 	if err := b.init(ctx); err != nil {
 		cancel()
 		return nil, err
 	}
-	b.watching.Add(1)
+	b.seqFloor(ctx)
+	b.watching.Add(2)
 	go b.watch()
+	go b.writeFloors()
 	return q, nil
 }
 
@@ -127,6 +131,12 @@ type etcdBackend struct {
 	// submitMu lines up this manager's submits: they all write meta/seq,
 	// so in parallel they would only conflict and retry.
 	submitMu sync.Mutex
+
+	// floor is the highest job ID this manager saw (etcdfloor.go), kept
+	// in floorFile; floorDirty wakes its writer.
+	floor      atomic.Uint64
+	floorFile  string
+	floorDirty chan struct{}
 
 	// stats counts committed writes (see Stats).
 	txns, puts, dels atomic.Int64
@@ -182,6 +192,20 @@ func (b *etcdBackend) init(ctx context.Context) error {
 		return fmt.Errorf("open queue in etcd under %q: written by a newer berth (schema %d, this berth knows %d): upgrade berth", b.prefix, n, schemaVersion)
 	}
 	return nil
+}
+
+// seqFloor raises the ID floor to meta/seq: the IDs issued while this
+// manager was down.
+func (b *etcdBackend) seqFloor(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
+	defer cancel()
+	resp, err := b.cli.Get(ctx, b.prefix+"meta/seq")
+	if err != nil || len(resp.Kvs) == 0 {
+		return
+	}
+	if n, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64); err == nil {
+		b.raiseFloor(n)
+	}
 }
 
 // idBuckets are the buckets keyed by job ID.
@@ -341,10 +365,18 @@ func (b *etcdBackend) watch() {
 				b.watchFrom = resp.CompactRevision // history gone: go on from what is left
 			}
 			if resp.Err() != nil {
+				if errors.Is(resp.Err(), rpctypes.ErrFutureRev) || strings.Contains(resp.Err().Error(), "future revision") {
+					// etcd counts from an earlier revision than seen:
+					// it lost its data. Go on from now.
+					b.watchFrom = 0
+				}
 				break
 			}
 			for _, ev := range resp.Events {
 				b.watchFrom = ev.Kv.ModRevision + 1
+				if ev.Type == clientv3.EventTypePut {
+					b.floorFromKey(ev.Kv.Key)
+				}
 				b.onEvent(ev.Type == clientv3.EventTypePut, ev.Kv.Key, ev.Kv.Value)
 			}
 			b.q.changed.fire()

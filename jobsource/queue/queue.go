@@ -85,6 +85,7 @@ type options struct {
 	maxLogBytes int64
 	maxDBSize   int
 	resumeCheck ResumeCheck
+	idFloorFile string
 }
 
 // WithLogger sets where the queue logs; the default is slog.Default().
