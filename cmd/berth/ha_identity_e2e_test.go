@@ -109,4 +109,3 @@ func TestHAEtcdWipedIsNotANewFleet(t *testing.T) {
 		t.Errorf("a job in the new fleet: %s %q", j.State, j.Reason)
 	}
 }
-
