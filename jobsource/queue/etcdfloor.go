@@ -64,6 +64,13 @@ func (b *etcdBackend) floorFromKey(key []byte) {
 	}
 }
 
+// floorFromID raises the floor to a job ID this manager issued.
+func (b *etcdBackend) floorFromID(id string) {
+	if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+		b.raiseFloor(n)
+	}
+}
+
 // writeFloors writes the floor file whenever the floor rose, until close:
 // outside the submit path, which must not wait for a file per job.
 func (b *etcdBackend) writeFloors() {

@@ -61,13 +61,17 @@ func (q *Queue) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		q.writeError(w, err)
 		return
 	}
-	job, err := q.submit(api.PrincipalFrom(r.Context()), req, spec)
+	job, again, err := q.submit(api.PrincipalFrom(r.Context()), req, spec, r.Header.Get(IdempotencyHeader))
 	if err != nil {
 		q.writeError(w, err)
 		return
 	}
 	w.Header().Set("Location", "/api/v1/jobs/"+job.ID)
-	api.WriteJSON(w, http.StatusCreated, job)
+	status := http.StatusCreated
+	if again {
+		status = http.StatusOK // the key's submit applied before: this is its job
+	}
+	api.WriteJSON(w, status, job)
 }
 
 const (

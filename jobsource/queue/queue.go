@@ -319,12 +319,26 @@ func (q *Queue) SubmitAs(p api.Principal, req api.JobRequest) (api.Job, error) {
 	if err != nil {
 		return api.Job{}, err
 	}
-	return q.submit(p, req, spec)
+	job, _, err := q.submit(p, req, spec, "")
+	return job, err
 }
 
-func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec) (api.Job, error) {
+// SubmitOnce is SubmitAs with an idempotency key (idem.go): when p already
+// submitted with key, it returns that job and true, and queues nothing.
+func (q *Queue) SubmitOnce(p api.Principal, req api.JobRequest, key string) (api.Job, bool, error) {
+	spec, err := Validate(req)
+	if err != nil {
+		return api.Job{}, false, err
+	}
+	return q.submit(p, req, spec, key)
+}
+
+func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec, key string) (api.Job, bool, error) {
 	if err := q.checkResume(p, spec.ResumeKey); err != nil {
-		return api.Job{}, err
+		return api.Job{}, false, err
+	}
+	if err := checkIdemKey(key); err != nil {
+		return api.Job{}, false, err
 	}
 	owner := p.Name
 	if p.Admin {
@@ -337,13 +351,28 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 		Suspend:   req.Suspend,
 		Resume:    req.Resume,
 		CreatedAt: time.Now().UTC(),
+		IdemKey:   string(idemEntry(p.Name, key)),
 	}
+	var existing string
 	for k := range req.Env {
 		rec.EnvNames = append(rec.EnvNames, k)
 	}
 	sort.Strings(rec.EnvNames)
 	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env, Image: req.Image, Services: req.Services}
 	err := q.batch(func(tx tx) error {
+		existing = ""
+		if rec.IdemKey != "" {
+			// Read as a record: the commit requires it unchanged, so
+			// two submits with one key never both queue a job.
+			v, err := tx.get(bucketIdem, []byte(rec.IdemKey))
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				existing = string(v)
+				return nil
+			}
+		}
 		seq, err := tx.nextSequence()
 		if err != nil {
 			return err
@@ -366,15 +395,31 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 		if req.Resume != "" {
 			mark = queuedResume
 		}
+		if rec.IdemKey != "" {
+			if err := tx.put(bucketIdem, []byte(rec.IdemKey), []byte(rec.ID)); err != nil {
+				return err
+			}
+		}
 		return tx.put(bucketQueued, k, mark)
 	})
 	if err != nil {
-		return api.Job{}, q.storeError("queue the job", err)
+		return api.Job{}, false, q.storeError("queue the job", err)
+	}
+	if existing != "" {
+		job, err := q.Get(existing)
+		if err != nil {
+			return api.Job{}, false, fmt.Errorf("job %s was submitted with this %s before, but cannot be read: %w", existing, IdempotencyHeader, err)
+		}
+		q.log.Info("submit already applied: answered with the job its idempotency key made", "job", existing, "owner", p.Name)
+		return job, true, nil
 	}
 	q.saveIssued()
+	if b, ok := q.st.(*etcdBackend); ok {
+		b.floorFromID(rec.ID) // the others see it through their watch
+	}
 	q.log.Info("job queued", "job", rec.ID, "owner", p.Name, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
 	q.changed.fire()
-	return rec.apiJob(sc), nil
+	return rec.apiJob(sc), false, nil
 }
 
 // storeError explains a failed write: nothing was changed.
@@ -799,6 +844,8 @@ type record struct {
 	Instance        string        `json:"instance,omitempty"`
 	EnvKey          string        `json:"env_key,omitempty"`
 	CancelRequested bool          `json:"cancel_requested,omitempty"`
+	// IdemKey is the job's entry in the idempotency bucket (idem.go).
+	IdemKey string `json:"idem_key,omitempty"`
 }
 
 // apiJob converts a record; sc may be nil when the script is not needed.
