@@ -36,6 +36,7 @@ func (q *Queue) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/jobs/{id}/log", q.handleLog)
 	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", q.handleCancel)
 	mux.HandleFunc("POST /api/v1/jobs/prune", q.handlePrune)
+	mux.HandleFunc("GET /api/v1/jobs/quarantined", q.handleQuarantined)
 	// Without these, ServeMux answers a wrong method or path in plain text;
 	// the API promises JSON errors everywhere.
 	mux.HandleFunc("/api/v1/jobs", methodNotAllowed("GET, POST"))

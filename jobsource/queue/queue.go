@@ -124,6 +124,10 @@ type Queue struct {
 	live        map[string]*Job // running jobs handed out by this process
 	closed      bool
 	interrupted []api.Job
+	// keptMu guards kept, the copy of queue.db.bak made for jobs set
+	// aside since this start (quarantine.go).
+	keptMu sync.Mutex
+	kept   string
 }
 
 // Open opens (creating if needed) the queue stored in dir. Jobs a previous
@@ -218,12 +222,13 @@ func (q *Queue) recover(damaged bool) error {
 			}
 		}
 		if damaged {
-			bad, err := quarantineDamaged(boltTx{tx})
+			kept := q.keepGoodCopy()
+			bad, err := quarantineDamaged(boltTx{tx}, kept)
 			if err != nil {
 				return err
 			}
 			for id, why := range bad {
-				q.log.Error("job set aside (quarantined): "+why+"; the other jobs go on; queue.db.bak is kept as it was", "job", id)
+				q.log.Error("job set aside (quarantined): "+why+"; the other jobs go on; its last good copy is kept (berth jobs quarantined, berth state restore-job)", "job", id, "kept", kept)
 			}
 		}
 		failed, err := failRunning(boltTx{tx}, nil, RestartReason, now)
@@ -512,7 +517,7 @@ func (q *Queue) takeIn(tx tx, key []byte, now time.Time) (*record, *script, erro
 		// A damaged job must not wedge the job loop on itself: set
 		// it aside with the reason and let the caller ask again.
 		q.log.Error("job record damaged; quarantined, the queue goes on", "job", jobID(key), "err", err)
-		return nil, nil, quarantine(tx, key, "its record is damaged: "+err.Error(), now)
+		return nil, nil, quarantine(tx, key, "its record is damaged: "+err.Error(), q.keepGoodCopy(), now)
 	}
 	if err := tx.del(bucketQueued, key); err != nil {
 		return nil, nil, err
