@@ -339,6 +339,20 @@ func (b *etcdBackend) explain(what string, err error) error {
 
 func (b *etcdBackend) closed(err error) bool { return err != nil && b.stopped.Load() }
 
+// remedy is etcd's own answer to a full database (its NOSPACE alarm),
+// not the disk advice of queue.db: etcd refuses writes at its quota
+// whatever the disk holds, until the old revisions are compacted, the
+// space is defragmented back and the alarm disarmed (issue 32).
+func (b *etcdBackend) remedy(err error) string {
+	if errors.Is(err, ErrNoSpace) || errors.Is(err, rpctypes.ErrNoSpace) || strings.Contains(err.Error(), "NOSPACE") {
+		return "etcd's database reached its quota (NOSPACE alarm): compact the history " +
+			"(etcdctl compact $(etcdctl endpoint status --write-out=json | grep -o '\"revision\":[0-9]*' | cut -d: -f2)), " +
+			"defragment every member (etcdctl defrag --cluster), then disarm the alarm (etcdctl alarm disarm); " +
+			"or raise its --quota-backend-bytes (no berth restart needed)"
+	}
+	return "check that etcd answers and accepts writes (etcdctl endpoint health; etcdctl alarm list) (no berth restart needed)"
+}
+
 func (b *etcdBackend) where() string { return fmt.Sprintf("etcd under %q", b.prefix) }
 
 func (b *etcdBackend) backup() error { return nil } // etcd keeps its own copies: etcdctl snapshot save
