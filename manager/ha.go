@@ -80,14 +80,14 @@ func (m *Manager) openEtcdState(ctx context.Context, cli *clientv3.Client, prefi
 		why: func(error) string { return fmt.Sprintf("etcd at %v cannot be reached", endpoints) },
 	}
 	err = m.retryAtStart(ctx, w, func() (err error) {
-		known, err := knownFleet(m.cfg.StateDir)
+		known, err := knownFleet(m.cfg.StateDir, FleetIDFile)
 		if err != nil {
 			return err
 		}
 		if st, err = ha.OpenKnownStore(ctx, cli, prefix, known); err != nil || known != "" {
 			return err
 		}
-		return RecordFleet(m.cfg.StateDir, st.ID())
+		return RecordFleet(m.cfg.StateDir, FleetIDFile, st.ID())
 	}, "endpoints", endpoints)
 	if err != nil {
 		return nil, fmt.Errorf("ha: %w", err)

@@ -139,7 +139,7 @@ keeps the damaged one as FILE.damaged-TIME.`,
 			return nil
 		},
 	})
-	cmd.AddCommand(newFleetCmd(&cfgFile))
+	cmd.AddCommand(newFleetCmd(&cfgFile, dir))
 	cmd.AddCommand(newRestoreJobCmd(dir))
 	return cmd
 }
