@@ -53,26 +53,55 @@ func (q *Queue) keepGoodCopy() string {
 	return name
 }
 
-// copyFile copies src to dst (new) and syncs it.
+// copyFile copies src to dst (new) through dst.tmp and a rename, so that
+// a crash never leaves a half copy under the kept name.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	return out.Close()
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// sweepTemps removes what a berth killed in the middle of a write left in
+// the queue directory: a half kept copy, a last-id being replaced, a
+// health probe of the log directory (issue 32).
+func sweepTemps(dir, logDir string, log interface{ Info(string, ...any) }) {
+	var gone []string
+	for _, pattern := range []string{
+		filepath.Join(dir, goodPrefix+"*.tmp"),
+		filepath.Join(dir, lastIDFile+".tmp"),
+		filepath.Join(logDir, ".health-probe-*"),
+	} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			if os.Remove(m) == nil {
+				gone = append(gone, filepath.Base(m))
+			}
+		}
+	}
+	if len(gone) > 0 {
+		log.Info("removed files left by an interrupted write", "dir", dir, "files", gone)
+	}
 }
 
 // Quarantined is a job set aside as damaged.

@@ -51,3 +51,30 @@ func TestQuarantinedJobIsRestoredFromItsKeptCopy(t *testing.T) {
 		t.Fatalf("the restored job: %+v, %v", got, err)
 	}
 }
+
+// Files left by a berth killed in the middle of a write are removed at
+// open; the queue's own files stay.
+func TestOpenSweepsInterruptedWrites(t *testing.T) {
+	dir := t.TempDir()
+	q := openQueue(t, dir)
+	q.Close()
+	left := []string{
+		filepath.Join(dir, "queue.db.good-20260101T000000Z.tmp"),
+		filepath.Join(dir, "last-id.tmp"),
+		filepath.Join(dir, "logs", ".health-probe-123"),
+	}
+	for _, p := range left {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	openQueue(t, dir)
+	for _, p := range left {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s survived the open", filepath.Base(p))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "queue.db")); err != nil {
+		t.Errorf("queue.db: %v", err)
+	}
+}

@@ -157,6 +157,7 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	}
 	q := newQueue(o)
 	q.dir, q.logDir = dir, logDir
+	sweepTemps(dir, logDir, q.log) // quarantine.go
 	q.st = &boltBackend{q: q, dir: dir, logDir: logDir, db: db, backer: boltfile.NewBacker(db, path, CheckRecord)}
 	if err := q.recover(damaged > 0); err != nil {
 		db.Close()
