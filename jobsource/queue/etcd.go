@@ -32,6 +32,7 @@ import (
 //	<prefix>quarantine/<id>         a damaged job set aside
 //	<prefix>env_owners/<env key>    owner of a parked environment
 //	<prefix>logs/<id>/<offset>      a job's log, in chunks of <= 64 KiB
+//	<prefix>idempotency/<hash>      the job a submit's Idempotency-Key made (idem.go)
 //
 // <id> and <offset> are 20-digit zero-padded decimals: they sort as the
 // big-endian keys of queue.db do (FIFO), and stay readable for etcdctl.
