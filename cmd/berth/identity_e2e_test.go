@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Issue 32, item 1, for a single manager: state.db moved aside (or
@@ -22,7 +24,11 @@ func TestReplacedStateDBIsNotANewFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Remove(db + ".bak") // gone with it: a lost disk, a replaced directory
-	out, err := exec.Command(berthBin, "run", "--config", filepath.Join(d.dir, "berth.toml")).CombinedOutput()
+	// Before issue 32 berth started with an empty state and ran on: the
+	// timeout stops it, and the output lacks the refusal.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, berthBin, "run", "--config", filepath.Join(d.dir, "berth.toml")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "new-fleet") || !strings.Contains(string(out), "refuses to start") {
 		t.Fatalf("berth run with state.db gone: %v\n%s", err, out)
 	}
