@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,10 +60,19 @@ func (c *Client) Submit(ctx context.Context, req JobRequest) (Job, error) {
 	if err != nil {
 		return Job{}, fmt.Errorf("encode job request: %w", err)
 	}
+	// One key for every try of this submit: a try that applied although
+	// its answer was lost (a takeover) is answered with its job when the
+	// call sends it again, rather than queued twice.
+	var raw [16]byte
+	rand.Read(raw[:])
+	ctx = context.WithValue(ctx, idemKey{}, hex.EncodeToString(raw[:]))
 	var j Job
 	err = c.do(ctx, http.MethodPost, "/api/v1/jobs", body, &j)
 	return j, err
 }
+
+// idemKey carries a submit's Idempotency-Key to sendOnce.
+type idemKey struct{}
 
 // Jobs lists jobs, oldest first.
 func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
@@ -212,6 +223,9 @@ func (c *Client) sendOnce(ctx context.Context, method, path string, body []byte)
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	req.Header.Set("Accept", "application/json")
+	if k, ok := ctx.Value(idemKey{}).(string); ok {
+		req.Header.Set("Idempotency-Key", k)
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

@@ -57,6 +57,7 @@ func NewLocal(dir string, maxBytes int64, log *slog.Logger) (*Local, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cache directory %s: %w", dir, err)
 	}
+	sweepTemps(dir, time.Now(), log)
 	return &Local{dir: dir, maxBytes: maxBytes, log: log}, nil
 }
 
@@ -92,7 +93,7 @@ func (l *Local) Get(_ context.Context, key string) (io.ReadCloser, error) {
 // until the store fits its bound. An archive larger than the bound is
 // refused.
 func (l *Local) Put(_ context.Context, key string, r io.Reader) error {
-	tmp, err := os.CreateTemp(l.dir, ".put-*")
+	tmp, err := os.CreateTemp(l.dir, tempPrefix+"*")
 	if err != nil {
 		return fmt.Errorf("store cache %q: %w", key, err)
 	}
@@ -117,6 +118,7 @@ func (l *Local) Put(_ context.Context, key string, r io.Reader) error {
 
 // evict removes least recently used archives until the total fits.
 func (l *Local) evict() error {
+	sweepTemps(l.dir, time.Now(), l.log)
 	ents, err := os.ReadDir(l.dir)
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@
 //
 // Everything lives under one prefix (default "/berth/"):
 //
-//	<prefix>meta/id                  the state's identity (store.Store.ID)
+//	<prefix>meta/id                  the state's identity (store.Store.ID), checked every term (identity.go)
 //	<prefix>meta/version             the key layout's version, "1"
 //	<prefix>meta/saved               present once a state was saved
 //	<prefix>state/pending            pending increases, a JSON list of times

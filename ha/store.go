@@ -233,8 +233,17 @@ func (s *Store) Close() error { return nil }
 func (s *Store) Load() (scaler.State, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	saved, kvs, err := s.read(ctx)
+	saved, kvs, rev, err := s.read(ctx)
 	if err != nil {
+		return scaler.State{}, false, fmt.Errorf("load berth state from etcd under %q: %w", s.prefix, err)
+	}
+	// Every term loads: the identity is checked at the revision read, so
+	// an emptied etcd is never taken for a new fleet.
+	if err := s.checkIdentity(ctx, rev); err != nil {
+		var ie *IdentityError
+		if errors.As(err, &ie) {
+			return scaler.State{}, false, err
+		}
 		return scaler.State{}, false, fmt.Errorf("load berth state from etcd under %q: %w", s.prefix, err)
 	}
 	if saved == nil {
@@ -252,19 +261,20 @@ func (s *Store) Load() (scaler.State, bool, error) {
 // read returns meta/saved (nil when absent) and the keys under state/, both
 // at one revision. Plain ranges rather than a transaction: the client
 // retries a read that met a member stopping or a raft election.
-func (s *Store) read(ctx context.Context) (saved *mvccpb.KeyValue, kvs []*mvccpb.KeyValue, err error) {
+func (s *Store) read(ctx context.Context) (saved *mvccpb.KeyValue, kvs []*mvccpb.KeyValue, rev int64, err error) {
 	resp, err := s.cli.Get(ctx, s.key("state/"), clientv3.WithPrefix())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	meta, err := s.cli.Get(ctx, s.key(keySaved), clientv3.WithRev(resp.Header.Revision))
+	rev = resp.Header.Revision
+	meta, err := s.cli.Get(ctx, s.key(keySaved), clientv3.WithRev(rev))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if len(meta.Kvs) > 0 {
 		saved = meta.Kvs[0]
 	}
-	return saved, resp.Kvs, nil
+	return saved, resp.Kvs, rev, nil
 }
 
 // Save replaces the saved state in one fenced transaction holding only
@@ -336,7 +346,7 @@ func saveError(prefix string, ops int, err error) error {
 
 // current reads the keys a Save may change, to diff against.
 func (s *Store) current(ctx context.Context) (map[string]string, error) {
-	saved, kvs, err := s.read(ctx)
+	saved, kvs, _, err := s.read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read berth state under %q before saving: %w", s.prefix, err)
 	}

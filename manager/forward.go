@@ -38,7 +38,7 @@ func (m *Manager) forwardStandby(next http.Handler) http.Handler {
 			api.WriteError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
-		proxyTo(target, tr).ServeHTTP(w, r)
+		m.forward(w, r, target, tr, next)
 	})
 }
 
@@ -65,7 +65,7 @@ func (m *Manager) leaderURL(ctx context.Context) (*url.URL, error) {
 // proxyTo forwards a request to the leader as it came: same method, path,
 // query, body and Authorization header. Long requests (a log followed,
 // submit --wait) stream through.
-func proxyTo(target *url.URL, tr http.RoundTripper) http.Handler {
+func proxyTo(target *url.URL, tr http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -92,6 +92,6 @@ func proxyTo(target *url.URL, tr http.RoundTripper) http.Handler {
 func (m *Manager) forwardTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.IdleConnTimeout = 30 * time.Second
-	t.ResponseHeaderTimeout = 0
+	t.ResponseHeaderTimeout = 0 // forward.go's watch bounds the wait, and knows when a takeover ends it
 	return t
 }

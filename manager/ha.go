@@ -33,6 +33,9 @@ type haState struct {
 	// leading is set once the fleet of the term runs, and cleared first
 	// when the term ends: the API serves locally only while it is set.
 	leading atomic.Bool
+	// lostFleet is why this manager refuses to lead (ha.IdentityError),
+	// nil while the fleet's identity held at its last term.
+	lostFleet atomic.Pointer[string]
 }
 
 // errStandby refuses an action of a manager that does not lead.
@@ -77,8 +80,14 @@ func (m *Manager) openEtcdState(ctx context.Context, cli *clientv3.Client, prefi
 		why: func(error) string { return fmt.Sprintf("etcd at %v cannot be reached", endpoints) },
 	}
 	err = m.retryAtStart(ctx, w, func() (err error) {
-		st, err = ha.OpenStore(ctx, cli, prefix)
-		return err
+		known, err := knownFleet(m.cfg.StateDir, FleetIDFile)
+		if err != nil {
+			return err
+		}
+		if st, err = ha.OpenKnownStore(ctx, cli, prefix, known); err != nil || known != "" {
+			return err
+		}
+		return RecordFleet(m.cfg.StateDir, FleetIDFile, st.ID())
 	}, "endpoints", endpoints)
 	if err != nil {
 		return nil, fmt.Errorf("ha: %w", err)
@@ -188,7 +197,18 @@ func (m *Manager) runTerm(ctx context.Context, t *ha.Term) {
 		m.metrics.Leader.Set(0)
 	}()
 	start := time.Now()
-	if err := m.takeCharge(t.Context()); err != nil {
+	// Before the provider opens or a job is taken: an etcd emptied since
+	// the last term is not a new fleet (identity.go).
+	err := h.store.CheckIdentity(t.Context())
+	if err == nil {
+		err = m.takeCharge(t.Context())
+	}
+	h.noteIdentity(err)
+	if err != nil {
+		var ie *ha.IdentityError
+		if errors.As(err, &ie) {
+			m.log.Error("refusing to lead: the fleet's identity is not in etcd; resigning", "want", ie.Want, "found", ie.Found, "err", err)
+		}
 		if t.Context().Err() == nil {
 			m.log.Error("cannot take charge of the fleet; resigning so that another manager can", "err", err)
 			select { // not at once: a provider that always fails must not make the managers spin

@@ -126,6 +126,9 @@ func (m *Manager) serveHealth(w http.ResponseWriter, r *http.Request) {
 			h.Problems = append(h.Problems, "etcd does not answer, so this manager can neither lead nor take over: "+err.Error())
 		}
 		h.Leader = leader
+		if p := m.ha.identityProblem(); p != "" {
+			h.Problems = append(h.Problems, p)
+		}
 	}
 	if err := m.queue.Health(); err != nil {
 		h.Problems = append(h.Problems, err.Error())

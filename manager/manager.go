@@ -7,6 +7,7 @@ package manager
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -193,6 +194,9 @@ func (o Options) withDefaults(cfg *config.Config) Options {
 func (m *Manager) openQueue(ctx context.Context) (*queue.Queue, error) {
 	opts := []queue.Option{queue.WithLogger(m.log), queue.WithResumeCheck(m.checkResumeKey), queue.WithWaitReason(m.explainWait)}
 	if m.ha != nil {
+		// The highest job ID seen is kept here too: IDs never repeat after
+		// etcd lost its data (issue 32).
+		opts = append(opts, queue.WithIDFloorFile(filepath.Join(m.cfg.StateDir, "queue-last-id")))
 		q, err := queue.OpenEtcd(ctx, m.ha.cli, m.cfg.HA.KeyPrefix+"queue/", m.queueFence, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("ha: %w", err)
@@ -386,6 +390,15 @@ func (m *Manager) openSources(ctx context.Context) ([]source, error) {
 	return srcs, nil
 }
 
+// gitlabLedgerDir is where a GitLab source keeps the jobs handed out until
+// GitLab has their final state (gitlab/ledger.go): one directory per
+// GitLab and runner, so that one source's restart check never fails
+// another's running job.
+func gitlabLedgerDir(stateDir, url, token string) string {
+	sum := sha256.Sum256([]byte(url + "\x00" + token))
+	return filepath.Join(stateDir, "gitlab-jobs", hex.EncodeToString(sum[:8]))
+}
+
 // openGitLab makes a GitLab source and checks its token. A stable system
 // id (the state's) keeps GitLab from listing a new runner manager after
 // each restart, and from listing one per manager under [ha].
@@ -401,7 +414,8 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
 		CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: m.opts.Version,
 		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs,
-		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images)}, m.log)
+		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images),
+		LedgerDir:           gitlabLedgerDir(m.cfg.StateDir, s.URL, s.Token)}, m.log)
 	if err != nil {
 		return nil, err
 	}

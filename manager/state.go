@@ -38,9 +38,23 @@ func (etcdState) Backup() error { return nil }
 // openBolt opens state.db in the state directory; its host-key records
 // serve provider plugins too.
 func (m *Manager) openBolt() error {
-	b, err := store.Open(filepath.Join(m.cfg.StateDir, "state.db"))
+	path := filepath.Join(m.cfg.StateDir, "state.db")
+	known, err := knownFleet(m.cfg.StateDir, StateIDFile)
 	if err != nil {
 		return err
+	}
+	if err := checkBoltFleet(path, known); err != nil {
+		return err
+	}
+	b, err := store.Open(path)
+	if err != nil {
+		return err
+	}
+	if known == "" {
+		if err := RecordFleet(m.cfg.StateDir, StateIDFile, b.ID()); err != nil {
+			b.Close()
+			return err
+		}
 	}
 	m.store, m.hostKeys = boltState{b}, b
 	return nil

@@ -85,6 +85,7 @@ func newJobsCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for machines")
 	cmd.Flags().BoolVar(&cancel, "cancel", false, "cancel job ID")
 	cmd.AddCommand(newPruneCmd())
+	cmd.AddCommand(newJobsQuarantinedCmd()) // cmd_jobs_quarantined.go (issue 32)
 	return cmd
 }
 

@@ -93,6 +93,10 @@ keeps the damaged one as FILE.damaged-TIME.`,
 					}
 				}
 			}
+			held := reportQuarantined(out, d)
+			if bad == 0 && held > 0 {
+				return fmt.Errorf("%d job(s) quarantined; with berth stopped, `berth state restore-job --state-dir %s ID` puts one back from its kept copy", held, d)
+			}
 			if bad > 0 {
 				return fmt.Errorf("%d file(s) damaged; with berth stopped, `berth state restore --state-dir %s` puts back the last good copy of each damaged file, or move a damaged file aside to start without it", bad, d)
 			}
@@ -135,6 +139,8 @@ keeps the damaged one as FILE.damaged-TIME.`,
 			return nil
 		},
 	})
+	cmd.AddCommand(newFleetCmd(&cfgFile, dir))
+	cmd.AddCommand(newRestoreJobCmd(dir))
 	return cmd
 }
 

@@ -49,10 +49,24 @@ func Start(t testing.TB, n int) *Cluster {
 
 // New runs a cluster of n members with its data under dir, for a TestMain
 // that shares one cluster between tests; the caller stops it.
-func New(dir string, n int) (*Cluster, error) {
+func New(dir string, n int) (*Cluster, error) { return newWith(dir, n, 0) }
+
+// StartWithQuota is Start with etcd's --quota-backend-bytes: writes past it
+// meet etcd's NOSPACE alarm, as a full production cluster's do.
+func StartWithQuota(t testing.TB, n int, quota int64) *Cluster {
+	t.Helper()
+	c, err := newWith(t.TempDir(), n, quota)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+func newWith(dir string, n int, quota int64) (*Cluster, error) {
 	var last error
 	for range 3 { // a free port may be taken between finding and binding it
-		c, err := start(dir, n)
+		c, err := start(dir, n, quota)
 		if err == nil {
 			return c, nil
 		}
@@ -61,7 +75,7 @@ func New(dir string, n int) (*Cluster, error) {
 	return nil, fmt.Errorf("start an embedded etcd cluster of %d: %w", n, last)
 }
 
-func start(parent string, n int) (*Cluster, error) {
+func start(parent string, n int, quota int64) (*Cluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -83,6 +97,7 @@ func start(parent string, n int) (*Cluster, error) {
 		cfg.ListenMetricsUrls = nil
 		cfg.InitialClusterToken = fmt.Sprintf("berth-test-%d", ports[0])
 		cfg.UnsafeNoFsync = true // the data dir is thrown away
+		cfg.QuotaBackendBytes = quota
 		// The cheapest password hash: the default cost takes seconds per
 		// login under -race on a loaded machine, past a client's dial timeout.
 		cfg.BcryptCost = 4
@@ -189,4 +204,16 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// WipeMember stops member i, deletes its data and starts it again on the
+// same ports: an etcd restarted empty (a lost volume, a restore gone
+// wrong). With one member that is a new, empty cluster.
+func (c *Cluster) WipeMember(i int) error {
+	c.StopMember(i)
+	c.closing.Wait()
+	if err := os.RemoveAll(c.cfgs[i].Dir); err != nil {
+		return fmt.Errorf("wipe etcd member %d: %w", i, err)
+	}
+	return c.RestartMember(i)
 }

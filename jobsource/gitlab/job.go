@@ -375,7 +375,11 @@ var errGone = errors.New("job is no longer running in gitlab")
 // no longer running (403/404): there is nobody left to tell. Only ctx ends
 // retries against an unreachable GitLab.
 func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
-	j.finishOnce.Do(func() { j.finishErr = j.finish(ctx, r) })
+	j.finishOnce.Do(func() {
+		if j.finishErr = j.finish(ctx, r); j.finishErr == nil {
+			j.src.ledgerDone(j.p.ID) // ledger.go
+		}
+	})
 	return j.finishErr
 }
 

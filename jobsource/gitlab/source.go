@@ -34,6 +34,8 @@ type Source struct {
 
 	mu         sync.Mutex
 	lastUpdate string
+	// abandoned runs failAbandoned once, at the first Request (ledger.go).
+	abandoned sync.Once
 }
 
 var _ jobsource.Source = (*Source)(nil)
@@ -114,6 +116,7 @@ func (s *Source) Request(ctx context.Context) (jobsource.Job, error) {
 		return nil, ctx.Err()
 	}
 	defer func() { <-s.sem }()
+	s.abandoned.Do(func() { s.failAbandoned(ctx) }) // ledger.go
 
 	var lastErr error
 	for attempt := 0; ; attempt++ {
@@ -148,6 +151,7 @@ func (s *Source) Request(ctx context.Context) (jobsource.Job, error) {
 			if err := json.Unmarshal(resp.body, &p); err != nil {
 				return nil, fmt.Errorf("decoding gitlab job payload: %w", err)
 			}
+			s.ledgerAdd(&p) // ledger.go
 			j := newJob(s, &p)
 			s.log.Info("received gitlab job", "job", p.ID, "name", p.JobInfo.Name, "project", p.JobInfo.ProjectName)
 			return j, nil

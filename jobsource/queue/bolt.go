@@ -186,3 +186,7 @@ func (b *boltBackend) where() string { return filepath.Join(b.dir, "queue.db") }
 func (b *boltBackend) backup() error { return b.backer.Backup() }
 
 func (b *boltBackend) close() error { return b.db.Close() }
+
+func (b *boltBackend) remedy(error) string {
+	return "free disk space or fix the disk (no restart needed)"
+}

@@ -32,6 +32,7 @@ import (
 //	<prefix>quarantine/<id>         a damaged job set aside
 //	<prefix>env_owners/<env key>    owner of a parked environment
 //	<prefix>logs/<id>/<offset>      a job's log, in chunks of <= 64 KiB
+//	<prefix>idempotency/<hash>      the job a submit's Idempotency-Key made (idem.go)
 //
 // <id> and <offset> are 20-digit zero-padded decimals: they sort as the
 // big-endian keys of queue.db do (FIFO), and stay readable for etcdctl.
@@ -99,14 +100,18 @@ func OpenEtcd(ctx context.Context, cli *clientv3.Client, prefix string, fence Fe
 	}
 	q := newQueue(o)
 	bctx, cancel := context.WithCancel(context.Background())
-	b := &etcdBackend{q: q, cli: cli, prefix: prefix, fence: fence, ctx: bctx, cancel: cancel}
+	b := &etcdBackend{q: q, cli: cli, prefix: prefix, fence: fence, ctx: bctx, cancel: cancel,
+		floorFile: o.idFloorFile, floorDirty: make(chan struct{}, 1)}
+	b.floor.Store(b.readFloor())
 	q.st, q.fence = b, fence
 	if err := b.init(ctx); err != nil {
 		cancel()
 		return nil, err
 	}
-	b.watching.Add(1)
+	b.seqFloor(ctx)
+	b.watching.Add(2)
 	go b.watch()
+	go b.writeFloors()
 	return q, nil
 }
 
@@ -127,6 +132,12 @@ type etcdBackend struct {
 	// submitMu lines up this manager's submits: they all write meta/seq,
 	// so in parallel they would only conflict and retry.
 	submitMu sync.Mutex
+
+	// floor is the highest job ID this manager saw (etcdfloor.go), kept
+	// in floorFile; floorDirty wakes its writer.
+	floor      atomic.Uint64
+	floorFile  string
+	floorDirty chan struct{}
 
 	// stats counts committed writes (see Stats).
 	txns, puts, dels atomic.Int64
@@ -182,6 +193,20 @@ func (b *etcdBackend) init(ctx context.Context) error {
 		return fmt.Errorf("open queue in etcd under %q: written by a newer berth (schema %d, this berth knows %d): upgrade berth", b.prefix, n, schemaVersion)
 	}
 	return nil
+}
+
+// seqFloor raises the ID floor to meta/seq: the IDs issued while this
+// manager was down.
+func (b *etcdBackend) seqFloor(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
+	defer cancel()
+	resp, err := b.cli.Get(ctx, b.prefix+"meta/seq")
+	if err != nil || len(resp.Kvs) == 0 {
+		return
+	}
+	if n, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64); err == nil {
+		b.raiseFloor(n)
+	}
 }
 
 // idBuckets are the buckets keyed by job ID.
@@ -315,6 +340,20 @@ func (b *etcdBackend) explain(what string, err error) error {
 
 func (b *etcdBackend) closed(err error) bool { return err != nil && b.stopped.Load() }
 
+// remedy is etcd's own answer to a full database (its NOSPACE alarm),
+// not the disk advice of queue.db: etcd refuses writes at its quota
+// whatever the disk holds, until the old revisions are compacted, the
+// space is defragmented back and the alarm disarmed (issue 32).
+func (b *etcdBackend) remedy(err error) string {
+	if errors.Is(err, ErrNoSpace) || errors.Is(err, rpctypes.ErrNoSpace) || strings.Contains(err.Error(), "NOSPACE") {
+		return "etcd's database reached its quota (NOSPACE alarm): compact the history " +
+			"(etcdctl compact $(etcdctl endpoint status --write-out=json | grep -o '\"revision\":[0-9]*' | cut -d: -f2)), " +
+			"defragment every member (etcdctl defrag --cluster), then disarm the alarm (etcdctl alarm disarm); " +
+			"or raise its --quota-backend-bytes (no berth restart needed)"
+	}
+	return "check that etcd answers and accepts writes (etcdctl endpoint health; etcdctl alarm list) (no berth restart needed)"
+}
+
 func (b *etcdBackend) where() string { return fmt.Sprintf("etcd under %q", b.prefix) }
 
 func (b *etcdBackend) backup() error { return nil } // etcd keeps its own copies: etcdctl snapshot save
@@ -341,10 +380,18 @@ func (b *etcdBackend) watch() {
 				b.watchFrom = resp.CompactRevision // history gone: go on from what is left
 			}
 			if resp.Err() != nil {
+				if errors.Is(resp.Err(), rpctypes.ErrFutureRev) || strings.Contains(resp.Err().Error(), "future revision") {
+					// etcd counts from an earlier revision than seen:
+					// it lost its data. Go on from now.
+					b.watchFrom = 0
+				}
 				break
 			}
 			for _, ev := range resp.Events {
 				b.watchFrom = ev.Kv.ModRevision + 1
+				if ev.Type == clientv3.EventTypePut {
+					b.floorFromKey(ev.Kv.Key)
+				}
 				b.onEvent(ev.Type == clientv3.EventTypePut, ev.Kv.Key, ev.Kv.Value)
 			}
 			b.q.changed.fire()

@@ -236,7 +236,8 @@ func (t *etcdTx) nextSequence() (uint64, error) {
 			return 0, &CorruptError{Key: full, Value: bytes.Clone(v), Err: errors.New("the last job ID is not a number")}
 		}
 	}
-	n++
+	// Never at or below an ID seen before etcd lost its data (etcdfloor.go).
+	n = max(n, t.b.floor.Load()) + 1
 	t.set(full, []byte(strconv.FormatUint(n, 10)))
 	return n, nil
 }

@@ -148,14 +148,14 @@ func (q *Queue) Health() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.err == nil && h.logErr != nil {
-		return fmt.Errorf("job output cannot be written to %s since %s: %w; jobs whose output is lost fail: free disk space or fix the disk (no restart needed)",
-			q.logWhere(), h.logSince.UTC().Format(time.RFC3339), h.logErr)
+		return fmt.Errorf("job output cannot be written to %s since %s: %w; jobs whose output is lost fail: %s",
+			q.logWhere(), h.logSince.UTC().Format(time.RFC3339), h.logErr, q.st.remedy(h.logErr))
 	}
 	if h.err == nil {
 		return nil
 	}
-	return fmt.Errorf("the queue cannot write %s since %s: %w; submits fail until it can: free disk space or fix the disk (no restart needed)",
-		q.st.where(), h.since.UTC().Format(time.RFC3339), h.err)
+	return fmt.Errorf("the queue cannot write %s since %s: %w; submits fail until it can: %s",
+		q.st.where(), h.since.UTC().Format(time.RFC3339), h.err, q.st.remedy(h.err))
 }
 
 // probeDir writes and removes a small file in dir: nil when a job's log

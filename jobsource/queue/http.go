@@ -36,6 +36,7 @@ func (q *Queue) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/jobs/{id}/log", q.handleLog)
 	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", q.handleCancel)
 	mux.HandleFunc("POST /api/v1/jobs/prune", q.handlePrune)
+	mux.HandleFunc("GET /api/v1/jobs/quarantined", q.handleQuarantined)
 	// Without these, ServeMux answers a wrong method or path in plain text;
 	// the API promises JSON errors everywhere.
 	mux.HandleFunc("/api/v1/jobs", methodNotAllowed("GET, POST"))
@@ -61,13 +62,17 @@ func (q *Queue) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		q.writeError(w, err)
 		return
 	}
-	job, err := q.submit(api.PrincipalFrom(r.Context()), req, spec)
+	job, again, err := q.submit(api.PrincipalFrom(r.Context()), req, spec, r.Header.Get(IdempotencyHeader))
 	if err != nil {
 		q.writeError(w, err)
 		return
 	}
 	w.Header().Set("Location", "/api/v1/jobs/"+job.ID)
-	api.WriteJSON(w, http.StatusCreated, job)
+	status := http.StatusCreated
+	if again {
+		status = http.StatusOK // the key's submit applied before: this is its job
+	}
+	api.WriteJSON(w, status, job)
 }
 
 const (

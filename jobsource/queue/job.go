@@ -178,8 +178,13 @@ func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
 	}
 	j.mu.Unlock()
 	// Close the log before the state turns final: a follower that sees the
-	// final state then reads a complete log.
-	j.closeLog()
+	// final state then reads a complete log. Output etcd could not take
+	// yet is held, like the result: Finish fails and is tried again
+	// (issue 32: a job that exited 0 was recorded failed for a dropped
+	// chunk).
+	if err := j.closeLog(); err != nil {
+		return fmt.Errorf("finish job %s: %w", j.id, j.q.storeError("write the rest of the job's log (held until etcd takes it)", err))
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("finish job %s: %w", j.id, err)
 	}
@@ -274,15 +279,23 @@ func applyResult(rec *record, r jobsource.Result, now time.Time) {
 	rec.FinishedAt = &now
 }
 
-// closeLog flushes the log to its store and stops further writes.
-func (j *Job) closeLog() {
+// closeLog flushes the log to its store and stops further writes. A log
+// in etcd that could not be written yet keeps its output and returns the
+// error, so that Finish is tried again (the fence refusing it is final);
+// a log file's failure is recorded in logErr.
+func (j *Job) closeLog() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.file == nil {
-		return
+		return nil
 	}
-	if err := j.file.Close(); err != nil && j.logErr == nil {
+	err := j.file.Close()
+	if _, held := j.file.(*etcdLog); held && err != nil && j.logErr == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotLeader) {
+		return err
+	}
+	if err != nil && j.logErr == nil {
 		j.logErr = err
 	}
 	j.file = nil
+	return nil
 }

@@ -86,6 +86,7 @@ type options struct {
 	maxDBSize   int
 	resumeCheck ResumeCheck
 	waitReason  WaitReason
+	idFloorFile string
 }
 
 // WithLogger sets where the queue logs; the default is slog.Default().
@@ -125,6 +126,10 @@ type Queue struct {
 	live        map[string]*Job // running jobs handed out by this process
 	closed      bool
 	interrupted []api.Job
+	// keptMu guards kept, the copy of queue.db.bak made for jobs set
+	// aside since this start (quarantine.go).
+	keptMu sync.Mutex
+	kept   string
 }
 
 // Open opens (creating if needed) the queue stored in dir. Jobs a previous
@@ -154,6 +159,7 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	}
 	q := newQueue(o)
 	q.dir, q.logDir = dir, logDir
+	sweepTemps(dir, logDir, q.log) // quarantine.go
 	q.st = &boltBackend{q: q, dir: dir, logDir: logDir, db: db, backer: boltfile.NewBacker(db, path, CheckRecord)}
 	if err := q.recover(damaged > 0); err != nil {
 		db.Close()
@@ -220,12 +226,13 @@ func (q *Queue) recover(damaged bool) error {
 			}
 		}
 		if damaged {
-			bad, err := quarantineDamaged(boltTx{tx})
+			kept := q.keepGoodCopy()
+			bad, err := quarantineDamaged(boltTx{tx}, kept)
 			if err != nil {
 				return err
 			}
 			for id, why := range bad {
-				q.log.Error("job set aside (quarantined): "+why+"; the other jobs go on; queue.db.bak is kept as it was", "job", id)
+				q.log.Error("job set aside (quarantined): "+why+"; the other jobs go on; its last good copy is kept (berth jobs quarantined, berth state restore-job)", "job", id, "kept", kept)
 			}
 		}
 		failed, err := failRunning(boltTx{tx}, nil, RestartReason, now)
@@ -321,12 +328,26 @@ func (q *Queue) SubmitAs(p api.Principal, req api.JobRequest) (api.Job, error) {
 	if err != nil {
 		return api.Job{}, err
 	}
-	return q.submit(p, req, spec)
+	job, _, err := q.submit(p, req, spec, "")
+	return job, err
 }
 
-func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec) (api.Job, error) {
+// SubmitOnce is SubmitAs with an idempotency key (idem.go): when p already
+// submitted with key, it returns that job and true, and queues nothing.
+func (q *Queue) SubmitOnce(p api.Principal, req api.JobRequest, key string) (api.Job, bool, error) {
+	spec, err := Validate(req)
+	if err != nil {
+		return api.Job{}, false, err
+	}
+	return q.submit(p, req, spec, key)
+}
+
+func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec, key string) (api.Job, bool, error) {
 	if err := q.checkResume(p, spec.ResumeKey); err != nil {
-		return api.Job{}, err
+		return api.Job{}, false, err
+	}
+	if err := checkIdemKey(key); err != nil {
+		return api.Job{}, false, err
 	}
 	owner := p.Name
 	if p.Admin {
@@ -339,13 +360,28 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 		Suspend:   req.Suspend,
 		Resume:    req.Resume,
 		CreatedAt: time.Now().UTC(),
+		IdemKey:   string(idemEntry(p.Name, key)),
 	}
+	var existing string
 	for k := range req.Env {
 		rec.EnvNames = append(rec.EnvNames, k)
 	}
 	sort.Strings(rec.EnvNames)
 	sc := &script{Script: req.Script, AfterScript: req.AfterScript, Env: req.Env, Image: req.Image, Services: req.Services}
 	err := q.batch(func(tx tx) error {
+		existing = ""
+		if rec.IdemKey != "" {
+			// Read as a record: the commit requires it unchanged, so
+			// two submits with one key never both queue a job.
+			v, err := tx.get(bucketIdem, []byte(rec.IdemKey))
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				existing = string(v)
+				return nil
+			}
+		}
 		seq, err := tx.nextSequence()
 		if err != nil {
 			return err
@@ -368,15 +404,31 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec)
 		if req.Resume != "" {
 			mark = queuedResume
 		}
+		if rec.IdemKey != "" {
+			if err := tx.put(bucketIdem, []byte(rec.IdemKey), []byte(rec.ID)); err != nil {
+				return err
+			}
+		}
 		return tx.put(bucketQueued, k, mark)
 	})
 	if err != nil {
-		return api.Job{}, q.storeError("queue the job", err)
+		return api.Job{}, false, q.storeError("queue the job", err)
+	}
+	if existing != "" {
+		job, err := q.Get(existing)
+		if err != nil {
+			return api.Job{}, false, fmt.Errorf("job %s was submitted with this %s before, but cannot be read: %w", existing, IdempotencyHeader, err)
+		}
+		q.log.Info("submit already applied: answered with the job its idempotency key made", "job", existing, "owner", p.Name)
+		return job, true, nil
 	}
 	q.saveIssued()
+	if b, ok := q.st.(*etcdBackend); ok {
+		b.floorFromID(rec.ID) // the others see it through their watch
+	}
 	q.log.Info("job queued", "job", rec.ID, "owner", p.Name, "timeout", spec.Timeout, "suspend", req.Suspend, "resume", req.Resume != "")
 	q.changed.fire()
-	return rec.apiJob(sc), nil
+	return rec.apiJob(sc), false, nil
 }
 
 // storeError explains a failed write: nothing was changed.
@@ -469,7 +521,7 @@ func (q *Queue) takeIn(tx tx, key []byte, now time.Time) (*record, *script, erro
 		// A damaged job must not wedge the job loop on itself: set
 		// it aside with the reason and let the caller ask again.
 		q.log.Error("job record damaged; quarantined, the queue goes on", "job", jobID(key), "err", err)
-		return nil, nil, quarantine(tx, key, "its record is damaged: "+err.Error(), now)
+		return nil, nil, quarantine(tx, key, "its record is damaged: "+err.Error(), q.keepGoodCopy(), now)
 	}
 	if err := tx.del(bucketQueued, key); err != nil {
 		return nil, nil, err
@@ -805,6 +857,8 @@ type record struct {
 	Instance        string        `json:"instance,omitempty"`
 	EnvKey          string        `json:"env_key,omitempty"`
 	CancelRequested bool          `json:"cancel_requested,omitempty"`
+	// IdemKey is the job's entry in the idempotency bucket (idem.go).
+	IdemKey string `json:"idem_key,omitempty"`
 }
 
 // apiJob converts a record; sc may be nil when the script is not needed.

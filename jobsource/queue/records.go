@@ -22,6 +22,9 @@ type quarantined struct {
 	At     time.Time `json:"at"`
 	Record []byte    `json:"record,omitempty"`
 	Script []byte    `json:"script,omitempty"`
+	// Kept names the copy of queue.db.bak made when the job was set
+	// aside (quarantine.go): its last good record, for restore.
+	Kept string `json:"kept,omitempty"`
 }
 
 // CheckRecord decodes one record of queue.db as the queue would, for
@@ -74,7 +77,7 @@ func encodeValue(tx tx, v any) ([]byte, error) {
 // quarantineDamaged moves every job whose record or script fails
 // CheckRecord out of the jobs, scripts, queued and running buckets into
 // the quarantine bucket, and returns their IDs with the reasons.
-func quarantineDamaged(tx tx) (map[string]string, error) {
+func quarantineDamaged(tx tx, kept string) (map[string]string, error) {
 	bad := map[string]string{}
 	for _, name := range [][]byte{bucketJobs, bucketScripts} {
 		err := tx.scan(name, false, func(k, v []byte) (bool, error) {
@@ -96,7 +99,7 @@ func quarantineDamaged(tx tx) (map[string]string, error) {
 		if !ok {
 			k = []byte(id)
 		}
-		if err := quarantine(tx, k, why, now); err != nil {
+		if err := quarantine(tx, k, why, kept, now); err != nil {
 			return nil, err
 		}
 	}
@@ -104,8 +107,8 @@ func quarantineDamaged(tx tx) (map[string]string, error) {
 }
 
 // quarantine sets job k aside with the reason why.
-func quarantine(tx tx, k []byte, why string, now time.Time) error {
-	e := quarantined{Reason: why, At: now}
+func quarantine(tx tx, k []byte, why, kept string, now time.Time) error {
+	e := quarantined{Reason: why, At: now, Kept: kept}
 	var err error
 	if e.Record, err = rawGet(tx, bucketJobs, k); err != nil {
 		return err

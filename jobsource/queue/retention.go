@@ -85,6 +85,11 @@ func (q *Queue) pruneJobs(keys [][]byte, before time.Time) ([]string, error) {
 				if err := tx.del(bucketScripts, k); err != nil {
 					return err
 				}
+				if rec.IdemKey != "" {
+					if err := tx.del(bucketIdem, []byte(rec.IdemKey)); err != nil {
+						return err
+					}
+				}
 				ids = append(ids, rec.ID)
 			}
 			return nil

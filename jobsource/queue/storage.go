@@ -92,6 +92,8 @@ type backend interface {
 	closed(err error) bool
 	// where names the store in messages.
 	where() string
+	// remedy says what an operator does about err, a failed write.
+	remedy(err error) string
 	// backup writes the last good copy (bbolt) or nothing (etcd).
 	backup() error
 	// close releases the store.
