@@ -148,10 +148,16 @@ type arrivals struct {
 	loaded   bool          // a persisted model was loaded
 	snap     *ArrivalModel // the last snapshot, until the profile changes
 	folded   bool          // a slot was folded into the profile
+	folds    int           // slots folded so far
+
+	env      envelope // surprises of the last hour (envelope.go)
+	expSlot  int      // week slot whose profiled need is in expected
+	expFolds int      // folds when expected was computed
+	expected need
 }
 
 func newArrivals() *arrivals {
-	a := &arrivals{tierH: time.Minute, trust: 0.5}
+	a := &arrivals{tierH: time.Minute, trust: 0.5, expSlot: -1}
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
 	a.m.WeekHot = make([]float64, slotsPerWeek)
@@ -292,6 +298,7 @@ func (a *arrivals) roll(now time.Time) {
 		a.tierNeeds, a.hotNeeds, a.drainNeeds = a.tierNeeds[:0], a.hotNeeds[:0], a.drainNeeds[:0]
 		a.changed = true
 		a.folded = true
+		a.folds++
 		a.snap = nil
 	}
 }
@@ -331,8 +338,10 @@ func (a *arrivals) record(now time.Time, n int) {
 	a.win.trim(now, a.tierH, a.hotH)
 	for range n {
 		a.win.add(now, 1)
-		a.tierNeeds = append(a.tierNeeds, horizonNeed(a.tierH, a.win.tierNet))
-		a.hotNeeds = append(a.hotNeeds, horizonNeed(a.hotH, a.win.hotNet))
+		tn, hn := horizonNeed(a.tierH, a.win.tierNet), horizonNeed(a.hotH, a.win.hotNet)
+		a.tierNeeds = append(a.tierNeeds, tn)
+		a.hotNeeds = append(a.hotNeeds, hn)
+		a.surprise(now, tn, hn)
 		a.drainNeeds = append(a.drainNeeds, a.drain.add(now, 1))
 	}
 	a.slotCount += n

@@ -66,6 +66,11 @@ func (s *Scaler) resize(p policy.Policy) {
 		// pools hold only for what is still to come.
 		f.Burst, f.Hot = min(f.Burst, float64(n)), min(f.Hot, float64(n))
 	}
+	// What the last hour showed overrules a profile that expected less
+	// (envelope.go), even a slot learned as quiet.
+	if et, eh := s.arr.env.need(s.now); et > f.Burst || eh > f.Hot {
+		f.Burst, f.Hot, f.Source = max(f.Burst, et), max(f.Hot, eh), "the last hour's surprises"
+	}
 	z := s.sizing(p, f)
 	if z.Hot != s.sized.Hot || z.Suspended != s.sized.Suspended || z.Tier != s.sized.Tier {
 		// The refill's state goes with the decision, for its log line
