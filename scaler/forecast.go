@@ -150,9 +150,10 @@ type arrivals struct {
 	folded   bool          // a slot was folded into the profile
 	folds    int           // slots folded so far
 
-	env      envelope // surprises of the last hour (envelope.go)
-	expSlot  int      // week slot whose profiled need is in expected
-	expFolds int      // folds when expected was computed
+	env      envelope    // surprises of the last hour (envelope.go)
+	floors   floorCounts // arrivals of the last hours (floor.go)
+	expSlot  int         // week slot whose profiled need is in expected
+	expFolds int         // folds when expected was computed
 	expected need
 }
 
@@ -342,6 +343,9 @@ func (a *arrivals) record(now time.Time, n int) {
 		a.tierNeeds = append(a.tierNeeds, tn)
 		a.hotNeeds = append(a.hotNeeds, hn)
 		a.surprise(now, tn, hn)
+		if tn <= 1 {
+			a.floors.add(now, 1) // a lone arrival (floor.go)
+		}
 		a.drainNeeds = append(a.drainNeeds, a.drain.add(now, 1))
 	}
 	a.slotCount += n

@@ -71,6 +71,11 @@ func (s *Scaler) resize(p policy.Policy) {
 	if et, eh := s.arr.env.need(s.now); et > f.Burst || eh > f.Hot {
 		f.Burst, f.Hot, f.Source = max(f.Burst, et), max(f.Hot, eh), "the last hour's surprises"
 	}
+	// Jobs at random times are served within the target (floor.go).
+	lam, net := s.arr.floorRate(s.now)
+	if ft, fh := float64(poissonFloor(lam, net, s.arr.tierH)), float64(poissonFloor(lam, net, s.arr.hotH)); ft > f.Burst || fh > f.Hot {
+		f.Burst, f.Hot, f.Source = max(f.Burst, ft), max(f.Hot, fh), "the floor for random arrivals"
+	}
 	z := s.sizing(p, f)
 	if z.Hot != s.sized.Hot || z.Suspended != s.sized.Suspended || z.Tier != s.sized.Tier {
 		// The refill's state goes with the decision, for its log line
