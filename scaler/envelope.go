@@ -27,7 +27,7 @@ const envelopeHold = gapSlots * profileSlot
 // Chosen on nightly (its 02:00 burst varies by a few per cent from night to
 // night, which must not count) and the change of team (a 500-job burst
 // where the profile held 40 must).
-const surpriseRatio = 2.0
+const surpriseRatio = 1.25
 
 // envelopeMinutes is the envelope's resolution: one entry per minute.
 const envelopeMinutes = int(envelopeHold / time.Minute)

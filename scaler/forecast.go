@@ -150,10 +150,11 @@ type arrivals struct {
 	folded   bool          // a slot was folded into the profile
 	folds    int           // slots folded so far
 
-	env      envelope    // surprises of the last hour (envelope.go)
-	floors   floorCounts // arrivals of the last hours (floor.go)
-	expSlot  int         // week slot whose profiled need is in expected
-	expFolds int         // folds when expected was computed
+	env      envelope             // surprises of the last hour (envelope.go)
+	floors   floorCounts          // arrivals of the last hours (floor.go)
+	stand    [dayKinds]standCache // standing needs (standing.go)
+	expSlot  int                  // week slot whose profiled need is in expected
+	expFolds int                  // folds when expected was computed
 	expected need
 }
 

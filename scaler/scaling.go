@@ -71,6 +71,10 @@ func (s *Scaler) resize(p policy.Policy) {
 	if et, eh := s.arr.env.need(s.now); et > f.Burst || eh > f.Hot {
 		f.Burst, f.Hot, f.Source = max(f.Burst, et), max(f.Hot, eh), "the last hour's surprises"
 	}
+	// Bursts at any hour of this kind of day (standing.go).
+	if nd, ok := s.arr.standing(weekSlot(s.now)); ok && (nd.Tier > f.Burst || nd.Hot > f.Hot) {
+		f.Burst, f.Hot, f.Source = max(f.Burst, nd.Tier), max(f.Hot, nd.Hot), "bursts at any hour of this kind of day"
+	}
 	// Jobs at random times are served within the target (floor.go).
 	lam, net := s.arr.floorRate(s.now)
 	if ft, fh := float64(poissonFloor(lam, net, s.arr.tierH)), float64(poissonFloor(lam, net, s.arr.hotH)); ft > f.Burst || fh > f.Hot {
