@@ -69,7 +69,7 @@ func (s *Scaler) resize(p policy.Policy) {
 	// What the last hour showed overrules a profile that expected less
 	// (envelope.go), even a slot learned as quiet.
 	if et, eh := s.arr.env.need(s.now); et > f.Burst || eh > f.Hot {
-		f.Burst, f.Hot, f.Source = max(f.Burst, et), max(f.Hot, eh), "the last hour's surprises"
+		f.Burst, f.Hot, f.Source = max(f.Burst, et), max(f.Hot, eh), "recent surprises"
 	}
 	// Bursts at any hour of this kind of day (standing.go).
 	if nd, ok := s.arr.standing(weekSlot(s.now)); ok && (nd.Tier > f.Burst || nd.Hot > f.Hot) {
