@@ -46,7 +46,7 @@ func TestFloorRateCountsLoneArrivals(t *testing.T) {
 	if lam, _ := a.floorRate(t0.Add(2 * time.Hour)); lam != 3/floorWindow.Seconds() {
 		t.Fatalf("after a burst: rate %g, want %g", lam, 3/floorWindow.Seconds())
 	}
-	if lam, _ := a.floorRate(t0.Add(7 * time.Hour)); lam != 0 {
-		t.Fatalf("five hours later: rate %g, want 0", lam)
+	if lam, _ := a.floorRate(t0.Add(3*time.Hour + floorWindow)); lam != 0 {
+		t.Fatalf("a window after the last: rate %g, want 0", lam)
 	}
 }
