@@ -48,6 +48,33 @@ func TestGenerateShapes(t *testing.T) {
 	if gap := 7 * 24 * time.Hour / time.Duration(len(poisson)); gap < 9*time.Second || gap > 11*time.Second {
 		t.Fatalf("poisson: mean gap %s, want about 10s", gap)
 	}
+	low, _ := Generate("lowvolume", 1, 1)
+	if len(low) < 100 || len(low) > 180 {
+		t.Fatalf("lowvolume: %d jobs a week, want about 140", len(low))
+	}
+	team, _ := Generate("teamchange", 1, 1)
+	for _, j := range team {
+		if j.Arrival.Weekday() != time.Monday && j.Arrival.Hour() < 14 {
+			t.Fatalf("teamchange: a job at %s, before the new team's 14:00", j.Arrival)
+		}
+	}
+	weekend, _ := Generate("weekend", 1, 1)
+	perHour := map[time.Time]int{}
+	for _, j := range weekend {
+		perHour[j.Arrival.Truncate(time.Minute)]++
+	}
+	batches := 0
+	for at, n := range perHour {
+		if n >= 100 {
+			batches++
+			if wd := at.Weekday(); wd != time.Saturday && wd != time.Sunday {
+				t.Fatalf("weekend: a batch on %s", at)
+			}
+		}
+	}
+	if batches < 5 {
+		t.Fatalf("weekend: %d minutes with a batch's 100 jobs, want most of 10 batches", batches)
+	}
 	if _, err := Generate("weekly", 1, 1); err == nil {
 		t.Fatal("an unknown shape is accepted")
 	}
