@@ -257,6 +257,11 @@ func (d *coreDriver) bookTaken() error {
 // wait for an instance.
 func (d *coreDriver) acquire(j int) error {
 	r := d.r
+	// The wait the core steers by runs from the job's arrival in the
+	// queue, as the daemon's job source reports it.
+	if err := d.s.ArrivedAt(d.key(j), r.jobs[j].Arrival); err != nil {
+		return fmt.Errorf("arrived at, job %d: %w", j, err)
+	}
 	_, ok, err := d.s.Acquire(d.key(j))
 	if err != nil {
 		return fmt.Errorf("acquire job %d: %w", j, err)

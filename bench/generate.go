@@ -13,7 +13,8 @@ import (
 // is a function of a seed; the same seed gives the same trace.
 
 // Shapes lists the shapes Generate makes; jitter is made by Jitter.
-var Shapes = []string{"office", "monorepo", "nightly", "poisson"}
+var Shapes = []string{"office", "monorepo", "nightly", "poisson",
+	"weekend", "lowvolume", "teamchange", "growth", "twooffices", "release"}
 
 // genStart is where generated traces begin: a Monday, 00:00 UTC.
 var genStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -27,6 +28,8 @@ var genStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 //   - nightly: 500 jobs within 2 min at 02:00 every day, and a trickle of
 //     one job every ~2 min from 8 to 20 h.
 //   - poisson: one job every ~10 s, steady.
+//   - weekend, lowvolume, teamchange, growth, twooffices, release: the
+//     shapes of traffic that changes (shapes.go).
 //
 // Durations are log-normal around a CI job's (median 4 min, most within
 // 1–15 min), capped at 1 h.
@@ -49,6 +52,10 @@ func Generate(shape string, seed uint64, weeks int) ([]Job, error) {
 			jobs = append(jobs, Job{Arrival: t, Duration: ciDuration(rng)})
 		}
 	default:
+		if gen, ok := changingShapes[shape]; ok {
+			jobs = gen(rng, end)
+			break
+		}
 		return nil, fmt.Errorf("unknown shape %q; choose one of %v, or jitter", shape, Shapes)
 	}
 	sortJobs(jobs)

@@ -132,10 +132,12 @@ func (s *Scaler) Acquire(key string) (instanceID string, ok bool, err error) {
 		// A job was taken for this booking: that is an arrival, what the
 		// arrival model learns from (a booking given back unused is not).
 		r.arrived = true
-		r.arrivedAt = s.now
+		if r.arrivedAt.IsZero() {
+			r.arrivedAt = s.now // else its arrival in the source (ArrivedAt)
+		}
 		s.arr.record(s.now, 1)
 		if r.inst != nil && r.env == nil {
-			s.observeWait(0) // a slot at once
+			s.observeWait(s.now.Sub(r.arrivedAt)) // a slot at once
 		}
 	}
 	if r.inst != nil && (r.env == nil || r.inst.phase == phaseReady) {

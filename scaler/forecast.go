@@ -148,10 +148,18 @@ type arrivals struct {
 	loaded   bool          // a persisted model was loaded
 	snap     *ArrivalModel // the last snapshot, until the profile changes
 	folded   bool          // a slot was folded into the profile
+	folds    int           // slots folded so far
+
+	env      envelope             // surprises of the last hour (envelope.go)
+	floors   floorCounts          // arrivals of the last hours (floor.go)
+	stand    [dayKinds]standCache // standing needs (standing.go)
+	expSlot  int                  // week slot whose profiled need is in expected
+	expFolds int                  // folds when expected was computed
+	expected need
 }
 
 func newArrivals() *arrivals {
-	a := &arrivals{tierH: time.Minute, trust: 0.5}
+	a := &arrivals{tierH: time.Minute, trust: 0.5, expSlot: -1}
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
 	a.m.WeekHot = make([]float64, slotsPerWeek)
@@ -292,6 +300,7 @@ func (a *arrivals) roll(now time.Time) {
 		a.tierNeeds, a.hotNeeds, a.drainNeeds = a.tierNeeds[:0], a.hotNeeds[:0], a.drainNeeds[:0]
 		a.changed = true
 		a.folded = true
+		a.folds++
 		a.snap = nil
 	}
 }
@@ -331,8 +340,13 @@ func (a *arrivals) record(now time.Time, n int) {
 	a.win.trim(now, a.tierH, a.hotH)
 	for range n {
 		a.win.add(now, 1)
-		a.tierNeeds = append(a.tierNeeds, horizonNeed(a.tierH, a.win.tierNet))
-		a.hotNeeds = append(a.hotNeeds, horizonNeed(a.hotH, a.win.hotNet))
+		tn, hn := horizonNeed(a.tierH, a.win.tierNet), horizonNeed(a.hotH, a.win.hotNet)
+		a.tierNeeds = append(a.tierNeeds, tn)
+		a.hotNeeds = append(a.hotNeeds, hn)
+		a.surprise(now, tn, hn)
+		if tn <= 1 {
+			a.floors.add(now, 1) // a lone arrival (floor.go)
+		}
 		a.drainNeeds = append(a.drainNeeds, a.drain.add(now, 1))
 	}
 	a.slotCount += n

@@ -96,8 +96,8 @@ type reservation struct {
 	env      *env // set when the reservation resumes an environment
 	lost     string
 	arrived  bool // counted by the arrival model
-	// arrivedAt is when the job was taken (its first Acquire), to learn
-	// its wait while it is bound late (refill.go).
+	// arrivedAt is when the job arrived in its source (ArrivedAt) or else
+	// was taken (its first Acquire), to learn its wait (refill.go).
 	arrivedAt time.Time
 }
 

@@ -66,6 +66,20 @@ func (s *Scaler) resize(p policy.Policy) {
 		// pools hold only for what is still to come.
 		f.Burst, f.Hot = min(f.Burst, float64(n)), min(f.Hot, float64(n))
 	}
+	// What the last hour showed overrules a profile that expected less
+	// (envelope.go), even a slot learned as quiet.
+	if et, eh := s.arr.env.need(s.now); et > f.Burst || eh > f.Hot {
+		f.Burst, f.Hot, f.Source = max(f.Burst, et), max(f.Hot, eh), "recent surprises"
+	}
+	// Bursts at any hour of this kind of day (standing.go).
+	if nd, ok := s.arr.standing(weekSlot(s.now)); ok && (nd.Tier > f.Burst || nd.Hot > f.Hot) {
+		f.Burst, f.Hot, f.Source = max(f.Burst, nd.Tier), max(f.Hot, nd.Hot), "bursts at any hour of this kind of day"
+	}
+	// Jobs at random times are served within the target (floor.go).
+	lam, net := s.arr.floorRate(s.now)
+	if ft, fh := float64(poissonFloor(lam, net, s.arr.tierH)), float64(poissonFloor(lam, net, s.arr.hotH)); ft > f.Burst || fh > f.Hot {
+		f.Burst, f.Hot, f.Source = max(f.Burst, ft), max(f.Hot, fh), "the floor for random arrivals"
+	}
 	z := s.sizing(p, f)
 	if z.Hot != s.sized.Hot || z.Suspended != s.sized.Suspended || z.Tier != s.sized.Tier {
 		// The refill's state goes with the decision, for its log line

@@ -22,13 +22,23 @@ func newBenchGenerateCmd() *cobra.Command {
 		maxJit time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "generate office|monorepo|nightly|poisson|jitter FILE [--seed N] [--weeks N]",
+		Use:   "generate SHAPE|jitter FILE [--seed N] [--weeks N]",
 		Short: "Write a synthetic CI trace (CSV arrival_unix_s,duration_s) of a known shape",
 		Long: `Write a bench trace of one shape, the same for the same --seed:
   office    builds of 10-40 jobs every ~20 min, 9-18 h on weekdays
   monorepo  pipelines of 50-200 jobs every ~10 min, around the clock
   nightly   500 jobs within 2 min at 02:00 daily, a trickle from 8 to 20 h
   poisson   one job every ~10 s
+  weekend   3 jobs/h on weekdays; Sat and Sun 5 batches a day at random hours,
+            each 150-400 jobs of ~30 min within 60 s
+  lowvolume 20 jobs a day at random times
+  teamchange  Monday an office day; from Tuesday another team, 14-23 h,
+            pipelines of 40-120 jobs every ~20 min and 500 jobs at 14:00
+  growth    builds of 5-30 jobs 8-20 h, every ~30 min on Monday growing to
+            every ~6 min by Sunday (weekends half), a job every ~30 min at night
+  twooffices  office builds 9-18 h and 17-02 h UTC (two offices 8 h apart)
+  release   office days; Thursday builds of 20-80 jobs every ~10 min and
+            300 jobs at 16:00
   jitter    the jobs of --trace, each moved later by a random 0..--max-shift
 Traces start on a Monday, 2026-01-05 00:00 UTC.`,
 		Example: `  berth bench generate office office.csv --seed 1 --weeks 2
@@ -57,7 +67,7 @@ Traces start on a Monday, 2026-01-05 00:00 UTC.`,
 	}
 	f := cmd.Flags()
 	f.Uint64Var(&seed, "seed", 1, "random seed; the same seed makes the same trace")
-	f.IntVar(&weeks, "weeks", 1, "weeks of trace (office, monorepo, nightly, poisson)")
+	f.IntVar(&weeks, "weeks", 1, "weeks of trace (every shape but jitter)")
 	f.StringVar(&trace, "trace", "", "jitter: the trace whose arrivals to move")
 	f.DurationVar(&maxJit, "max-shift", 5*time.Second, "jitter: the largest move of an arrival")
 	return cmd

@@ -55,6 +55,7 @@ func TestBenchRejectsMeaninglessFlags(t *testing.T) {
 		{[]string{"--schedule", "* * * * *=3"}, "--schedule is for --policy scheduled"},
 		{[]string{"--policy", "scheduled", "--schedule", "* 9-17 * * 1-5"}, `want "CRON=N"`},
 		{[]string{"--policy", "scheduled"}, "--schedule"},
+		{[]string{"--no-history", "--warmup", "1h"}, "give one of them"},
 	} {
 		_, _, err := runCLI(t, newBenchCmd(), "", append([]string{"--trace", trace, "--hours", "0.1"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -16,6 +16,7 @@ import (
 // addBenchPoolFlags adds the flags of the honest bench: suspend time,
 // warmup, and the warm-pool and scheduled baselines.
 func addBenchPoolFlags(f *pflag.FlagSet, cfg *bench.Config, schedule *[]string) {
+	f.Bool("no-history", false, "start from an empty arrival model and measure from the first job (a new install; the bench never loads a model, and --warmup is the way to measure after some learned history)")
 	f.DurationVar(&cfg.SuspendTime, "suspend-time", 0, "time to suspend an instance (billed at full price meanwhile; it cannot be resumed before it is suspended)")
 	f.DurationVar(&cfg.Warmup, "warmup", 0, "leave jobs arriving in the first DURATION out of the wait statistics (they are replayed and billed)")
 	f.IntVar(&cfg.PoolSize, "pool-size", 0, "warm-pool: stopped instances kept for scale-out")
@@ -27,6 +28,9 @@ func addBenchPoolFlags(f *pflag.FlagSet, cfg *bench.Config, schedule *[]string) 
 func benchPolicyFlags(cmd *cobra.Command, cfg *bench.Config, schedule []string) error {
 	if cmd.Flags().Changed("suspended-cost") && cfg.SuspendedCost <= 0 {
 		return fmt.Errorf("--suspended-cost %g: give a cost above 0 and at most 1 (a suspended instance still bills its disk; 0.1 is typical)", cfg.SuspendedCost)
+	}
+	if nh, _ := cmd.Flags().GetBool("no-history"); nh && cfg.Warmup > 0 {
+		return fmt.Errorf("--no-history measures from the first job with nothing learned; --warmup %s measures after the first %s was learned: give one of them", cfg.Warmup, cfg.Warmup)
 	}
 	if len(schedule) > 0 && cfg.Policy != bench.PolicyScheduled {
 		return errors.New("--schedule is for --policy scheduled")
