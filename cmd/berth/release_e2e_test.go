@@ -95,12 +95,12 @@ func TestMetricsShowTheFleetsCostProviderCallsAndBuild(t *testing.T) {
 	}
 }
 
-func TestVersionSaysCommitAndBuildDate(t *testing.T) {
+func TestVersionSaysCommitAndCommitDate(t *testing.T) {
 	out, err := exec.Command(berthBin, "version").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`^berth \S+ \(commit \S+, built \S+, go1\.\S+\)\n$`).Match(out) {
+	if !regexp.MustCompile(`^berth \S+ \(commit \S+, commit date \S+, go1\.\S+\)\n$`).Match(out) {
 		t.Fatalf("berth version printed %q", out)
 	}
 }
