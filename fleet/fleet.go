@@ -553,6 +553,16 @@ func (f *Fleet) Queued(n int) {
 	f.do(func(c *scaler.Scaler) { c.Queued(n) })
 }
 
+// ArrivedAt tells the core when the job for key's booking arrived in its
+// job source, so that its wait counts from there; see
+// scaler.Scaler.ArrivedAt.
+func (f *Fleet) ArrivedAt(key string, at time.Time) (err error) {
+	if derr := f.do(func(c *scaler.Scaler) { err = c.ArrivedAt(key, at) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
 // Unreserve gives a booking back; see scaler.Scaler.Unreserve.
 func (f *Fleet) Unreserve(key string) (err error) {
 	if derr := f.do(func(c *scaler.Scaler) { err = c.Unreserve(key) }); derr != nil {

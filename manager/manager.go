@@ -882,6 +882,15 @@ type jobRun struct {
 func (m *Manager) beginJob(ctx context.Context, key string, job jobsource.Job) *jobRun {
 	r := &jobRun{l: leadershipOf(ctx, m), key: key, job: job, spec: job.Spec()}
 	r.log = m.log.With("job", job.ID(), "key", key)
+	if w, ok := job.(interface{ CreatedAt() time.Time }); ok {
+		// The wait the sizing steers by is the one the user sees: from the
+		// job's arrival in its queue, not from this Acquire (in preemptive
+		// mode a job is booked only onto an idle slot, so all of its wait
+		// is spent queued).
+		if err := r.l.fleet.ArrivedAt(key, w.CreatedAt()); err != nil {
+			r.log.Debug("job's arrival not given to the core", "err", err)
+		}
+	}
 	acq, err := m.acquire(ctx, r.l, key, r.spec)
 	if err != nil {
 		msg := "berth could not provide an instance: " + err.Error()

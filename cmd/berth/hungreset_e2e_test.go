@@ -28,10 +28,12 @@ reset_timeout = "2s"
 	first := d.submit("--", "echo secret > /tmp/a; echo started; sleep 1")
 	var inst string
 	waitFor(t, time.Minute, "the first job to start", func() bool {
+		// The log first: a job read before it may be running without its
+		// instance recorded yet (the queue marks it running when taken).
+		out, _, _ := d.berth("logs", first)
 		j := d.job(first)
 		inst = j.Instance
-		out, _, _ := d.berth("logs", first)
-		return j.State == api.JobRunning && strings.Contains(out, "started")
+		return j.State == api.JobRunning && inst != "" && strings.Contains(out, "started")
 	})
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
