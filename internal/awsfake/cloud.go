@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-ci/berth/internal/fakehost"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -157,7 +158,7 @@ type Instance struct {
 	lcUntil   time.Time
 	home      string
 	signer    ssh.Signer
-	sshd      *sshServer
+	sshd      *fakehost.Server
 }
 
 // New starts a fake cloud with its HTTP endpoint. Close it when done.
@@ -218,7 +219,7 @@ func (c *Cloud) Close() {
 	c.mu.Lock()
 	for _, in := range c.instances {
 		if in.sshd != nil {
-			in.sshd.close()
+			in.sshd.Close()
 			in.sshd = nil
 		}
 	}
@@ -451,7 +452,7 @@ func (c *Cloud) startSSHLocked(in *Instance) {
 
 func (c *Cloud) stopSSHLocked(in *Instance) {
 	if in.sshd != nil {
-		in.sshd.close()
+		in.sshd.Close()
 		in.sshd = nil
 	}
 }

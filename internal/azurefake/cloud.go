@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-ci/berth/internal/fakehost"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -125,7 +126,7 @@ type Instance struct {
 	until     time.Time // end of the current transition
 	home      string
 	signer    ssh.Signer
-	sshd      *sshServer
+	sshd      *fakehost.Server
 }
 
 // New starts a fake cloud with its HTTPS endpoint. Close it when done.
@@ -417,7 +418,7 @@ func (c *Cloud) startSSHLocked(in *Instance) {
 
 func (c *Cloud) stopSSHLocked(in *Instance) {
 	if in.sshd != nil {
-		in.sshd.close()
+		in.sshd.Close()
 		in.sshd = nil
 	}
 }

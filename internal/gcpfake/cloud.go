@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-ci/berth/internal/fakehost"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -131,7 +132,7 @@ type Instance struct {
 	until     time.Time // end of the current transition
 	home      string
 	signer    ssh.Signer
-	sshd      *sshServer
+	sshd      *fakehost.Server
 }
 
 // New starts a fake project with its HTTP endpoint. Close it when done.
@@ -410,7 +411,7 @@ func (c *Cloud) startSSHLocked(in *Instance) {
 
 func (c *Cloud) stopSSHLocked(in *Instance) {
 	if in.sshd != nil {
-		in.sshd.close()
+		in.sshd.Close()
 		in.sshd = nil
 	}
 }
