@@ -13,26 +13,18 @@
 package main
 
 import (
-	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/BurntSushi/toml"
-	"golang.org/x/crypto/ssh"
-
 	"github.com/berth-ci/berth/internal/awsfake"
+	"github.com/berth-ci/berth/internal/fakehost"
 )
 
 func main() {
@@ -61,7 +53,7 @@ func main() {
 		log.Fatal(err)
 	}
 	keyPath := filepath.Join(*dir, "key.pem")
-	authorized, err := writeKeyPair(keyPath)
+	authorized, err := fakehost.WriteKeyPair(keyPath, "awsfake key pair")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +68,8 @@ func main() {
 		"connector": map[string]any{"username": "ec2-user", "key_path": keyPath},
 	}
 	cfg, _ := json.Marshal(pc)
-	if err := writeConfigs(*dir, cfg, pc, *maxSize); err != nil {
+	if err := fakehost.WriteConfigs(*dir, "# berth on the fake AWS region of awsfake (internal/awsfake/cmd/awsfake).\n"+
+		"# Run: AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x berth run --config "+filepath.Join(*dir, "berth.toml")+"\n", "aws", cfg, pc, *maxSize); err != nil {
 		cloud.Close()
 		log.Fatal(err)
 	}
@@ -85,44 +78,4 @@ func main() {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
 	cloud.Close()
-}
-
-// writeConfigs writes the provider_config for `berth provider test
-// --config` (DIR/provider_config.json) and a berth.toml that runs berth on
-// the fake (DIR/berth.toml), so nobody translates JSON to TOML by hand.
-// The TOML file is written last: its presence says the fake serves.
-func writeConfigs(dir string, js []byte, pc map[string]any, maxSize int) error {
-	if err := os.WriteFile(filepath.Join(dir, "provider_config.json"), append(js, '\n'), 0o600); err != nil {
-		return err
-	}
-	var b bytes.Buffer
-	b.WriteString("# berth on the fake AWS region of awsfake (internal/awsfake/cmd/awsfake).\n" +
-		"# Run: AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x berth run --config " + filepath.Join(dir, "berth.toml") + "\n")
-	b.WriteString("state_dir = " + strconv.Quote(filepath.Join(dir, "berth-state")) + "\n\n")
-	doc := map[string]any{"autoscaler": map[string]any{"provider": "aws", "max_instances": maxSize, "provider_config": pc}}
-	enc := toml.NewEncoder(&b)
-	enc.Indent = ""
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "berth.toml"), b.Bytes(), 0o600)
-}
-
-func writeKeyPair(path string) (string, error) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return "", err
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		return "", err
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "awsfake key pair")
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))), nil
 }
