@@ -36,7 +36,7 @@ func TestServiceVariablesAndPortWaitedFor(t *testing.T) {
 	port := freePort(t)
 	ref, host := push(t, "tools/web:ports", exposing(t, port))
 	svc := jobroot.Service{Image: ref, Alias: "web", Entrypoint: []string{"sh", "-c"},
-		Env: []string{"SVC_VAR=from-service", "IMAGE_VAR=overridden"},
+		Env:     []string{"SVC_VAR=from-service", "IMAGE_VAR=overridden"},
 		Command: []string{`sleep 1; mkdir -p /www && echo "$SVC_VAR $IMAGE_VAR" > /www/index.html && exec httpd -f -p ` + port + ` -h /www`}}
 	spec := jobroot.Spec{Image: ref, Settings: settings(t, host), Services: []jobroot.Service{svc}}
 	code, out, err := runJob(t, spec, `wget -q -O- http://web:`+port+`/; echo "job sees SVC_VAR=[${SVC_VAR:-}]"`)
