@@ -314,7 +314,7 @@ func (j *Job) unsupported() error {
 			return fmt.Errorf("artifact %q wants the %q format, which berth cannot make (zip, gzip and raw)", a.Type, a.Format)
 		}
 	}
-	return nil
+	return platformErr(j.p)
 }
 
 // checkPatterns refuses artifact and cache paths that leave the project dir
