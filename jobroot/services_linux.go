@@ -82,7 +82,7 @@ func startServices(ctx context.Context, spec Spec, log *os.File) (stop func(), e
 			return stop, serviceErr(s, err)
 		}
 		out := newServiceLog(pr, log, firstHost(s), envTrue(s.Env, "CI_DEBUG_SERVICES"))
-		p, is, cleanup, err := prepare(ctx, ss, null, pw, pw)
+		p, is, cleanup, err := prepare(ctx, ss, null, pw, pw, log)
 		pw.Close() // the service's init holds its own copy
 		if err != nil {
 			cleanup()
