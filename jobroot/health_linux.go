@@ -22,9 +22,10 @@ import (
 // startedService is a service that was started, with what its health
 // check needs.
 type startedService struct {
-	svc   Service
-	ports []string
-	log   *serviceLog
+	svc    Service
+	ports  []string
+	log    *serviceLog
+	exited <-chan struct{} // closed when the service's init has ended
 }
 
 // defaultServicesTimeout is GitLab Runner's wait_for_services_timeout.
@@ -78,20 +79,26 @@ func waitForServices(ctx context.Context, started []startedService, timeout time
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = waitPorts(ctx, s.ports, timeout)
+			errs[i] = waitPorts(ctx, s.ports, timeout, s.exited)
 		}()
 	}
 	wg.Wait()
 	for i, s := range waiting {
 		if errs[i] != nil {
+			select {
+			case <-s.exited:
+				s.log.wait() // a service that is gone: all it printed
+			default:
+			}
 			fmt.Fprintf(log, "\n*** WARNING: Service %s probably didn't start properly.\n\nHealth check error:\n%v\n\nService container logs:\n%s\n*********\n\n",
 				s.svc.Image, errs[i], s.log.tail())
 		}
 	}
 }
 
-// waitPorts dials each port on the instance's loopback until it answers.
-func waitPorts(ctx context.Context, ports []string, timeout time.Duration) error {
+// waitPorts dials each port on the instance's loopback until it answers,
+// or the service is gone (its init ended), or the timeout passes.
+func waitPorts(ctx context.Context, ports []string, timeout time.Duration, gone <-chan struct{}) error {
 	for _, port := range ports {
 		addr := net.JoinHostPort("127.0.0.1", port)
 		for {
@@ -104,6 +111,8 @@ func waitPorts(ctx context.Context, ports []string, timeout time.Duration) error
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("service did not answer on port %s within %s (last: %v); the job goes on", port, timeout, err)
+			case <-gone:
+				return fmt.Errorf("service exited before it answered on port %s; the job goes on", port)
 			case <-time.After(100 * time.Millisecond):
 			}
 		}

@@ -89,13 +89,18 @@ func startServices(ctx context.Context, spec Spec, log *os.File) (stop func(), e
 			out.wait()
 			return stop, serviceErr(s, err)
 		}
-		stops = append(stops, func() {
-			p.Kill() // the service's init is PID 1 of its namespace: all of it ends
+		exited := make(chan struct{}) // the init is PID 1: when it ends, all of the service has
+		go func() {
 			p.Wait()
+			close(exited)
+		}()
+		stops = append(stops, func() {
+			p.Kill()
+			<-exited
 			out.wait()
 			cleanup()
 		})
-		started = append(started, startedService{svc: s, ports: healthPorts(s.Env, is.ports), log: out})
+		started = append(started, startedService{svc: s, ports: healthPorts(s.Env, is.ports), log: out, exited: exited})
 	}
 	waitForServices(ctx, started, servicesTimeout(spec.Settings), log)
 	return stop, nil

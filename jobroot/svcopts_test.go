@@ -77,6 +77,23 @@ func TestServicePortNeverOpenWarnsAndJobGoesOn(t *testing.T) {
 	}
 }
 
+// A service that exits before it listens is reported at once, not after
+// the timeout: the warning says it exited.
+func TestServiceExitedBeforeItsPortWarns(t *testing.T) {
+	port := freePort(t)
+	ref, host := push(t, "tools/crash:1", exposing(t, port))
+	svc := jobroot.Service{Image: ref, Entrypoint: []string{"sh", "-c"}, Command: []string{"echo cannot-open-data-dir; exit 3"}}
+	code, out, err := runJob(t, jobroot.Spec{Image: ref, Settings: settings(t, host), Services: []jobroot.Service{svc}}, "echo script-ran")
+	if err != nil || code != 0 || !strings.Contains(out, "script-ran") {
+		t.Fatalf("the job did not go on: code %d err %v\n%s", code, err, out)
+	}
+	for _, want := range []string{"service exited before it answered on port " + port, "cannot-open-data-dir"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the warning lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // CI_DEBUG_SERVICES=true in a service's variables copies its output into
 // the job's log, each line named by the service.
 func TestDebugServicesShowsTheServiceLog(t *testing.T) {
