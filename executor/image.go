@@ -24,6 +24,8 @@ type ImageJob struct {
 	Name string
 	// Entrypoint overrides the image's entrypoint; [""] clears it.
 	Entrypoint []string
+	// User is the user the job runs as in its image ("" : the image's).
+	User string
 	// Credentials are the job's registry logins.
 	Credentials []images.Credential
 	// Settings are the group's [images] config.
@@ -81,7 +83,7 @@ func (r *Runner) runInImage(ctx context.Context, ci provider.ConnectInfo, cmd Co
 		return -1, false, err
 	}
 	spec := jobroot.Spec{
-		Image: img.Name, Entrypoint: img.Entrypoint, Credentials: img.Credentials, Settings: img.Settings,
+		Image: img.Name, Entrypoint: img.Entrypoint, User: img.User, Credentials: img.Credentials, Settings: img.Settings,
 		BindWorkdir: true, Services: img.Services,
 		Command: []string{"sh", "-c", `script=$(cat) && exec </dev/null && eval "$script"`},
 	}

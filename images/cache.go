@@ -124,6 +124,9 @@ type RunConfig struct {
 	User       string   `json:"user,omitempty"`
 	Entrypoint []string `json:"entrypoint,omitempty"`
 	Cmd        []string `json:"cmd,omitempty"`
+	// ExposedPorts are the image's EXPOSE ports ("5432/tcp"): a service's
+	// health check waits for them.
+	ExposedPorts []string `json:"exposed_ports,omitempty"`
 }
 
 // Release lets eviction remove the image again.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -165,7 +166,7 @@ func (c *Cache) unpackImage(image string, img v1.Image) (*record, error) {
 	}
 	rec := &record{Digest: digest.String(), Config: RunConfig{
 		Env: cf.Config.Env, WorkingDir: cf.Config.WorkingDir, User: cf.Config.User,
-		Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd,
+		Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd, ExposedPorts: exposedPorts(cf.Config.ExposedPorts),
 	}}
 	b := &budget{lim: c.cfg.Limits, dir: filepath.Join(c.cfg.Dir, "tmp")}
 	var added []string
@@ -290,4 +291,14 @@ func (v verifyErrors) Read(p []byte) (int, error) {
 		err = fmt.Errorf("%w: %v", errCorrupt, err)
 	}
 	return n, err
+}
+
+// exposedPorts lists the image's exposed ports ("5432/tcp"), sorted.
+func exposedPorts(m map[string]struct{}) []string {
+	var ports []string
+	for p := range m {
+		ports = append(ports, p)
+	}
+	sort.Strings(ports)
+	return ports
 }

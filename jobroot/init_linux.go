@@ -30,6 +30,8 @@ type initSpec struct {
 	Hostname string   `json:"hostname"`
 	Hosts    string   `json:"hosts"`
 	Resolv   []byte   `json:"resolv,omitempty"`
+	// ports are the image's exposed ports, for a service's health check.
+	ports []string
 }
 
 // idMaps are the job's user namespace maps.
@@ -57,6 +59,7 @@ func buildInit(spec Spec, im *images.Image, job *jobDir, log io.Writer) (initSpe
 		is.Lower = append(is.Lower, filepath.Base(im.LayerDirs[i]))
 	}
 	is.Env = mergeEnv(im.Config.Env, spec.Env)
+	is.ports = im.Config.ExposedPorts
 	is.Dir = spec.Dir
 	if is.Dir == "" {
 		is.Dir = im.Config.WorkingDir
@@ -83,7 +86,11 @@ func buildInit(spec Spec, im *images.Image, job *jobDir, log io.Writer) (initSpe
 	if err != nil {
 		return is, maps, err
 	}
-	is.UID, is.GID, err = imageUser(im, maps, log)
+	user := im.Config.User
+	if spec.User != "" {
+		user = spec.User
+	}
+	is.UID, is.GID, err = imageUser(im, user, maps, log)
 	if !hasEnv(is.Env, "HOME") {
 		// As Docker does: the user's home from the image, else /root.
 		is.Env = append(is.Env, "HOME="+homeOf(readImageFile(im.LayerDirs, "etc/passwd"), is.UID))
@@ -176,11 +183,10 @@ func identity(file string) ([]syscall.SysProcIDMap, error) {
 	return m, nil
 }
 
-// imageUser resolves the image's User ("name", "uid", "uid:gid") against
-// its /etc/passwd. A user the job's namespace cannot map runs as root
-// there (the job's root has no privilege on the instance).
-func imageUser(im *images.Image, maps idMaps, log io.Writer) (int, int, error) {
-	u := im.Config.User
+// imageUser resolves a user of the image ("name", "uid", "uid:gid")
+// against its /etc/passwd. A user the job's namespace cannot map runs as
+// root there (the job's root has no privilege on the instance).
+func imageUser(im *images.Image, u string, maps idMaps, log io.Writer) (int, int, error) {
 	if u == "" {
 		return 0, 0, nil
 	}
@@ -189,7 +195,7 @@ func imageUser(im *images.Image, maps idMaps, log io.Writer) (int, int, error) {
 	if !ok {
 		n, err := atoi(name)
 		if err != nil {
-			return 0, 0, fmt.Errorf("image user %q is not in the image's /etc/passwd", u)
+			return 0, 0, fmt.Errorf("user %q is not in the image's /etc/passwd: name a user of the image, or a numeric uid", u)
 		}
 		uid, gid = n, n
 	}
@@ -201,7 +207,7 @@ func imageUser(im *images.Image, maps idMaps, log io.Writer) (int, int, error) {
 		}
 	}
 	if !mapped(maps.uid, uid) || !mapped(maps.gid, gid) {
-		fmt.Fprintf(log, "berth: image user %q is not mapped on this instance (single-ID user namespace); running as root of the job's namespace\n", u)
+		fmt.Fprintf(log, "berth: user %q is not mapped on this instance (single-ID user namespace); running as root of the job's namespace\n", u)
 		return 0, 0, nil
 	}
 	return uid, gid, nil

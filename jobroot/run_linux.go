@@ -137,7 +137,7 @@ func Run(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File) (int, e
 	if err != nil {
 		return -1, err
 	}
-	p, is, cleanup, err := prepare(ctx, spec, stdin, stdout, stderr)
+	p, is, cleanup, err := prepare(ctx, spec, stdin, stdout, stderr, stderr)
 	defer cleanup()
 	if err != nil {
 		return -1, err
@@ -147,10 +147,11 @@ func Run(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File) (int, e
 }
 
 // prepare makes spec's image ready, builds its job directory and starts its
-// init; cleanup releases the image and removes the directory.
-func prepare(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File) (*os.Process, initSpec, func(), error) {
+// init; cleanup releases the image and removes the directory. What berth
+// says about it (the pull, the user) goes to log.
+func prepare(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File, log io.Writer) (*os.Process, initSpec, func(), error) {
 	var is initSpec
-	im, err := getImage(ctx, spec, stderr)
+	im, err := getImage(ctx, spec, log)
 	if err != nil {
 		return nil, is, func() {}, err
 	}
@@ -160,7 +161,7 @@ func prepare(ctx context.Context, spec Spec, stdin, stdout, stderr *os.File) (*o
 		return nil, is, func() {}, setupErr(spec.Image, "runner_system_failure", fmt.Errorf("make the job directory: %w", err))
 	}
 	cleanup := func() { job.remove(); im.Release() }
-	is, maps, err := buildInit(spec, im, job, stderr)
+	is, maps, err := buildInit(spec, im, job, log)
 	if err != nil {
 		return nil, is, cleanup, setupErr(spec.Image, "runner_system_failure", err)
 	}

@@ -47,8 +47,11 @@ func serviceHosts(svcs []Service) []string {
 	return names
 }
 
-// startServices starts every service; stop kills them and removes their
-// directories. A service that cannot start fails the job, naming it.
+// startServices starts every service, then waits for their exposed ports
+// (GitLab Runner's health check); stop kills them and removes their
+// directories. A service that cannot start fails the job, naming it; one
+// whose port stays closed gets a warning with its log, and the job goes
+// on, as in GitLab Runner.
 func startServices(ctx context.Context, spec Spec, log *os.File) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
@@ -64,26 +67,42 @@ func startServices(ctx context.Context, spec Spec, log *os.File) (stop func(), e
 		return stop, err
 	}
 	defer null.Close()
+	var started []startedService
 	for _, s := range spec.Services {
 		if _, err := images.ParseRef(s.Image); err != nil {
 			return stop, serviceErr(s, err)
 		}
 		ss := Spec{
 			Image: s.Image, Entrypoint: s.Entrypoint, Command: s.Command, Credentials: spec.Credentials,
-			Settings: spec.Settings, Hosts: spec.Hosts, Hostname: firstHost(s),
+			Settings: spec.Settings, Hosts: spec.Hosts, Hostname: firstHost(s), Env: s.Env, User: s.User,
 		}
 		fmt.Fprintf(log, "Starting service %s\n", s.Image)
-		p, _, cleanup, err := prepare(ctx, ss, null, null, null)
+		pr, pw, err := os.Pipe()
 		if err != nil {
-			cleanup()
 			return stop, serviceErr(s, err)
 		}
-		stops = append(stops, func() {
-			p.Kill() // the service's init is PID 1 of its namespace: all of it ends
+		out := newServiceLog(pr, log, firstHost(s), envTrue(s.Env, "CI_DEBUG_SERVICES"))
+		p, is, cleanup, err := prepare(ctx, ss, null, pw, pw, log)
+		pw.Close() // the service's init holds its own copy
+		if err != nil {
+			cleanup()
+			out.wait()
+			return stop, serviceErr(s, err)
+		}
+		exited := make(chan struct{}) // the init is PID 1: when it ends, all of the service has
+		go func() {
 			p.Wait()
+			close(exited)
+		}()
+		stops = append(stops, func() {
+			p.Kill()
+			<-exited
+			out.wait()
 			cleanup()
 		})
+		started = append(started, startedService{svc: s, ports: healthPorts(s.Env, is.ports), log: out, exited: exited})
 	}
+	waitForServices(ctx, started, servicesTimeout(spec.Settings), log)
 	return stop, nil
 }
 

@@ -33,6 +33,10 @@ type Spec struct {
 	Dir string `json:"dir,omitempty"`
 	// Command is the job's command; the image's entrypoint is put before it.
 	Command []string `json:"command"`
+	// User is the user the command runs as ("name", "uid", "name:group"),
+	// looked up in the image's /etc/passwd; "" is the image's User
+	// (GitLab's image: docker: user).
+	User string `json:"user,omitempty"`
 	// Hostname is the job's hostname; "" keeps "berth-job".
 	Hostname string `json:"hostname,omitempty"`
 	// Services are started from their images before the job and killed
@@ -53,6 +57,11 @@ type Service struct {
 	// Command replaces the image's Cmd; Entrypoint its entrypoint.
 	Command    []string `json:"command,omitempty"`
 	Entrypoint []string `json:"entrypoint,omitempty"`
+	// Env is the service's environment over its image's (GitLab: the
+	// job's public variables, then the service's own variables).
+	Env []string `json:"env,omitempty"`
+	// User is as Spec.User, for the service.
+	User string `json:"user,omitempty"`
 }
 
 // Settings are the [images] config of the instance's group.
@@ -68,6 +77,10 @@ type Settings struct {
 	Allowed []string `json:"allowed_images,omitempty"`
 	// PullPolicy is always, if-not-present or never.
 	PullPolicy string `json:"pull_policy,omitempty"`
+	// ServicesTimeout is how long, in seconds, the job waits for its
+	// services' exposed ports (GitLab Runner's wait_for_services_timeout):
+	// 0 is 30, negative does not wait.
+	ServicesTimeout int `json:"wait_for_services_timeout,omitempty"`
 	// Limits bound each pull (images.Limits; zero fields: no bound).
 	Limits images.Limits `json:"limits"`
 }

@@ -13,5 +13,5 @@ import (
 // namespace, where the job's root is the only mapped ID.
 func TestUnprivileged(t *testing.T) {
 	sandboxtest.RerunAsNobody(t, "BERTH_JOBROOT_TEST_UNPRIVILEGED", nil, "-test.run",
-		"^(TestJobRunsInTheImageWithAFreshRoot|TestEntrypointOverrideAndExitCode|TestImageUser|TestServiceReachedByAlias|TestUnprivileged)$")
+		"^(TestJobRunsInTheImageWithAFreshRoot|TestEntrypointOverrideAndExitCode|TestImageUser|TestServiceReachedByAlias|TestServiceVariablesAndPortWaitedFor|TestDebugServicesShowsTheServiceLog|TestJobUserFromTheJob|TestUnprivileged)$")
 }

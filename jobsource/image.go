@@ -12,6 +12,9 @@ type Image struct {
 	// already checked against the admin's allowed list); "" is the
 	// [images] pull_policy.
 	PullPolicy string
+	// User is the user the job runs as in its image (GitLab's image:
+	// docker: user); "" is the image's own.
+	User string
 	// Binds are directories of the instance the job sees at the same path
 	// in its image (GitLab: a configured builds dir, where berth fetched
 	// the sources outside the image).
@@ -34,4 +37,9 @@ type Service struct {
 	Alias string
 	// Command and Entrypoint override the image's.
 	Command, Entrypoint []string
+	// Variables are the service's environment, KEY=VALUE, over its
+	// image's (GitLab: the job's public variables and the service's own).
+	Variables []string
+	// User is the user the service runs as ("" : the image's).
+	User string
 }

@@ -32,7 +32,8 @@ func (m *Manager) runInImage(ctx context.Context, ci *provider.ConnectInfo, spec
 	im := m.cfg.Images
 	var svcs []jobroot.Service
 	for _, s := range spec.Services {
-		svcs = append(svcs, jobroot.Service{Image: s.Name, Alias: s.Alias, Command: s.Command, Entrypoint: s.Entrypoint})
+		svcs = append(svcs, jobroot.Service{Image: s.Name, Alias: s.Alias, Command: s.Command, Entrypoint: s.Entrypoint,
+			Env: s.Variables, User: s.User})
 	}
 	var creds []images.Credential
 	for _, c := range spec.Image.Credentials {
@@ -63,7 +64,7 @@ func (m *Manager) runInImage(ctx context.Context, ci *provider.ConnectInfo, spec
 		settings = hostPulled(settings)
 	}
 	return m.runner.RunInImage(ctx, *ci, *cmd, executor.ImageJob{
-		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, Credentials: creds, Services: svcs,
+		Name: spec.Image.Name, Entrypoint: spec.Image.Entrypoint, User: spec.Image.User, Credentials: creds, Services: svcs,
 		Settings: settings, Binds: spec.Image.Binds,
 	})
 }

@@ -130,6 +130,8 @@ type JobSpec struct {
 	Services []Service
 	// ImagePullPolicy is image:pull_policy.
 	ImagePullPolicy []string
+	// ImageUser is image: docker: user (sent as executor_opts).
+	ImageUser string
 	// AllowGitFetch is the project's git strategy (fetch when true).
 	AllowGitFetch bool
 }
@@ -138,6 +140,9 @@ type JobSpec struct {
 type Service struct {
 	Name, Alias         string
 	Command, Entrypoint []string
+	// Variables are services: variables; User is docker: user.
+	Variables []Variable
+	User      string
 }
 
 // Request is one recorded API call.
@@ -862,13 +867,27 @@ func (j *Job) imagePayload() any {
 	if j.spec.Image == "" {
 		return nil
 	}
-	return map[string]any{"name": j.spec.Image, "entrypoint": nil, "pull_policy": j.spec.ImagePullPolicy}
+	return map[string]any{"name": j.spec.Image, "entrypoint": nil, "pull_policy": j.spec.ImagePullPolicy,
+		"executor_opts": executorOpts(j.spec.ImageUser)}
 }
 
 func (j *Job) servicesPayload() []map[string]any {
 	out := []map[string]any{}
 	for _, s := range j.spec.Services {
-		out = append(out, map[string]any{"name": s.Name, "alias": s.Alias, "command": s.Command, "entrypoint": s.Entrypoint})
+		vars := []map[string]any{}
+		for _, v := range s.Variables {
+			vars = append(vars, map[string]any{"key": v.Key, "value": v.Value})
+		}
+		out = append(out, map[string]any{"name": s.Name, "alias": s.Alias, "command": s.Command, "entrypoint": s.Entrypoint,
+			"variables": vars, "executor_opts": executorOpts(s.User)})
 	}
 	return out
+}
+
+// executorOpts is GitLab's executor_opts of an image or service.
+func executorOpts(user string) map[string]any {
+	if user == "" {
+		return map[string]any{}
+	}
+	return map[string]any{"docker": map[string]any{"user": user}}
 }

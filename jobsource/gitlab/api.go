@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/berth-ci/berth/api"
 )
 
 // The JSON shapes below mirror GitLab's runner API v4 (served by
@@ -129,7 +127,7 @@ type jobPayload struct {
 	// Image, Services and Credentials are GitLab's image:, services: and
 	// the registry logins it hands the runner (see image.go).
 	Image       *jobImage       `json:"image,omitempty"`
-	Services    []api.Service   `json:"services,omitempty"`
+	Services    []jobService    `json:"services,omitempty"`
 	Credentials []jobCredential `json:"credentials,omitempty"`
 	Features    struct {
 		FailureReasons []string `json:"failure_reasons"`
@@ -284,6 +282,12 @@ func advertised() featuresInfo {
 		Image:                  true,
 		Services:               true,
 		ServiceMultipleAliases: true,
+		// A service's variables over the job's public ones; docker: user
+		// for the job and its services (platform: linux/amd64 only, any
+		// other refused) (image.go).
+		ServiceVariables:    true,
+		ImageExecutorOpts:   true,
+		ServiceExecutorOpts: true,
 		// Artifacts: archives as zip, reports as gzip or raw, several per
 		// job, with exclude; caches with fallback keys (stage.go).
 		Artifacts:               true,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strconv"
 	"strings"
@@ -66,6 +67,38 @@ func (j *Job) Prepare(ctx context.Context, f jobsource.Files) error {
 }
 
 func (j *Job) prepare(ctx context.Context, f jobsource.Files) error {
+	if err := j.prepareDirs(ctx, f); err != nil {
+		return err
+	}
+	return j.openToImageUser(ctx, f)
+}
+
+// openToImageUser lets a job that runs as another user of its image
+// (image: docker: user) write its builds dir, as GitLab Runner's docker
+// executor does by fetching and extracting under umask 0000: the project
+// dir and what is in it, and each directory from the builds dir down to
+// it, become writable by all.
+func (j *Job) openToImageUser(ctx context.Context, f jobsource.Files) error {
+	if j.spec.Image == nil || j.spec.Image.User == "" {
+		return nil
+	}
+	builds, project, err := j.buildDirs(ctx, f)
+	if err != nil {
+		return err
+	}
+	script := `b=$1 p=$2; mkdir -p "$p" && chmod -R a+rwX "$p" && d=$(dirname "$p") && ` +
+		`while [ "$d" != "$b" ] && [ "$d" != / ]; do chmod a+rwx "$d"; d=$(dirname "$d"); done && chmod a+rwx "$b"`
+	code, stderr, err := f.Stream(ctx, "sh -c "+shellQuote(script)+" sh "+shellQuote(builds)+" "+shellQuote(project), nil, io.Discard)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("open the builds dir to the image's user %q: exit %d %s", j.spec.Image.User, code, stderr)
+	}
+	return nil
+}
+
+func (j *Job) prepareDirs(ctx context.Context, f jobsource.Files) error {
 	for _, err := range []error{j.gitErr, j.pullErr} {
 		if err != nil {
 			return &prepareError{reason: reasonConfiguration, msg: err.Error()}
@@ -314,7 +347,7 @@ func (j *Job) unsupported() error {
 			return fmt.Errorf("artifact %q wants the %q format, which berth cannot make (zip, gzip and raw)", a.Type, a.Format)
 		}
 	}
-	return nil
+	return platformErr(j.p)
 }
 
 // checkPatterns refuses artifact and cache paths that leave the project dir
