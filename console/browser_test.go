@@ -102,7 +102,7 @@ func TestAWeekInTheBrowser(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if page != "jobs" { // the manager's browser test shows real jobs and a log
+		if page != "jobs" && page != "health" { // the manager's browser test shows real jobs, a log and a real berth's health
 			browsertest.Screenshot(t, ctx, page)
 		}
 	}

@@ -126,6 +126,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := browsertest.WaitFor(ctx, "the health page", `document.getElementById("health").textContent.includes("state_dir")`); err != nil {
 		t.Errorf("%v\n%s", err, browsertest.BodyText(ctx))
 	}
+	// A real berth's health (queue, state dir, free space), not the
+	// simulation's: this is docs/console-health.png.
+	browsertest.Screenshot(t, ctx, "health")
 	if mark, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`window.berthMark || 0`)); mark != 1 {
 		t.Error("the page reloaded: the console should update in place")
 	}
