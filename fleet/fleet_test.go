@@ -151,3 +151,18 @@ func TestAfterLostRunsWhenTheInstanceUnderAJobIsLost(t *testing.T) {
 		t.Error("stop on an acquisition without an instance reported true")
 	}
 }
+
+// A job's arrival in its source reaches the core for its booking, and an
+// arrival for a key with no booking says so rather than vanishing.
+func TestArrivedAtNeedsTheBooking(t *testing.T) {
+	f, _ := newFleet(t, onDemand(0), sim.Config{BootTime: 10 * time.Millisecond}, nil)
+	if err := f.ArrivedAt("job-1", time.Now().Add(-time.Minute)); !errors.Is(err, scaler.ErrUnknownKey) {
+		t.Errorf("arrival without a booking: %v, want ErrUnknownKey", err)
+	}
+	if err := f.Reserve("job-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ArrivedAt("job-1", time.Now().Add(-time.Minute)); err != nil {
+		t.Errorf("arrival of a booked job: %v", err)
+	}
+}
