@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -133,7 +134,13 @@ func needScript(cmd *cobra.Command, args []string) error {
 // the command's result: nil, a jobExitError carrying the script's code, or
 // an error with the reason (exit 1).
 func waitForJob(ctx context.Context, c *api.Client, id string, suspend, asJSON bool, logTo, stdout, stderr io.Writer) error {
-	if err := c.Log(ctx, id, true, logTo); err != nil {
+	sayCtx, stopSaying := context.WithCancel(ctx)
+	said := make(chan struct{})
+	go func() { sayWhyItWaits(sayCtx, c, id, stderr); close(said) }()
+	err := c.Log(ctx, id, true, logTo)
+	stopSaying()
+	<-said
+	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("stopped waiting; job %s goes on: follow it with `berth logs %s --follow` or stop it with `berth jobs --cancel %s`", id, id, id)
 		}
@@ -162,6 +169,32 @@ func waitForJob(ctx context.Context, c *api.Client, id string, suspend, asJSON b
 		}
 	}
 	return jobOutcome(job)
+}
+
+// waitReasonPoll is how often `submit --wait` asks why a queued job waits:
+// the log says nothing until the job starts, and a job that waits for
+// max_instances should say so within a few seconds.
+const waitReasonPoll = 2 * time.Second
+
+// sayWhyItWaits prints to stderr, once per change, why job id is still
+// queued (the API's waiting_detail), until it starts or ctx ends.
+func sayWhyItWaits(ctx context.Context, c *api.Client, id string, stderr io.Writer) {
+	var last string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(waitReasonPoll):
+		}
+		job, err := c.Job(ctx, id)
+		if err != nil || job.State != api.JobQueued {
+			return
+		}
+		if job.WaitingDetail != "" && job.WaitingFor != last {
+			last = job.WaitingFor
+			fmt.Fprintf(stderr, "berth: job %s waits: %s\n", id, job.WaitingDetail)
+		}
+	}
 }
 
 // jobOutcome maps a finished job onto the process result.
