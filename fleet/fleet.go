@@ -45,6 +45,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ReadyHook runs instance_ready_command on an instance; nil means none.
 	ReadyHook func(ctx context.Context, id string) error
+	// ResetInstance resets an instance found running with no record of
+	// what ran on it (scaler.Config.ResetAdopted); nil means none.
+	ResetInstance func(ctx context.Context, id string) error
 	// UpdateInterval is how often the provider is listed (default 5s).
 	UpdateInterval time.Duration
 	// TickInterval is how often periodic decisions run (default 1s).
@@ -355,11 +358,17 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 		})
 	case scaler.RunReadyHook:
 		f.call(func(ctx context.Context, err error) {
-			if err == nil && f.opts.ReadyHook != nil {
-				err = f.opts.ReadyHook(ctx, a.ID)
+			hook, what := f.opts.ReadyHook, "instance_ready_command failed"
+			if a.Reset {
+				hook, what = f.opts.ResetInstance, "reset of an instance found running with no record of it failed; deleting it"
+			}
+			if err == nil && hook != nil {
+				err = hook(ctx, a.ID)
 			}
 			if err != nil {
-				f.log.Warn("instance_ready_command failed", "id", a.ID, "err", err)
+				f.log.Warn(what, "id", a.ID, "err", err)
+			} else if a.Reset {
+				f.log.Info("instance found running with no record of it was reset before any job", "id", a.ID)
 			}
 			f.do(func(c *scaler.Scaler) { c.HookResult(a.ID, err) })
 		})

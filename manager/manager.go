@@ -247,6 +247,7 @@ func (m *Manager) takeCharge(ctx context.Context) error {
 		Store:          m.store,
 		Logger:         m.log,
 		ReadyHook:      m.readyHook,
+		ResetInstance:  func(ctx context.Context, id string) error { return m.recycle(ctx, m.log, id) },
 		UpdateInterval: m.opts.UpdateInterval,
 		Observe:        m.observe,
 	})
@@ -321,8 +322,12 @@ func (m *Manager) coreConfig() (scaler.Config, error) {
 		EnvTTL:              as.EnvironmentTTL,
 		EnvEvictAfter:       as.EnvironmentEvictAfter,
 		DeleteUnknown:       as.UnknownInstances == config.UnknownInstancesDelete,
-		DeleteOnDeadJob:     as.DeleteInstanceOnDeadJob,
-		SuspendedCost:       as.SuspendedCost,
+		// An instance found running that berth has no record of may hold
+		// an unknown job's files: reset it before its first job where the
+		// provider can (the same rule as recycle's).
+		ResetAdopted:    m.canRecycle(),
+		DeleteOnDeadJob: as.DeleteInstanceOnDeadJob,
+		SuspendedCost:   as.SuspendedCost,
 		// The fleet advances the core every UpdateInterval; a longer step
 		// is the wall clock jumping, which must not expire every parked
 		// environment at once.
@@ -1084,6 +1089,13 @@ func (m *Manager) recycleAndRelease(ctx context.Context, f *fleet.Fleet, log *sl
 	_ = f.Release(key)
 }
 
+// canRecycle says whether berth resets instances between jobs: the
+// provider can, and one job at a time runs on an instance.
+func (m *Manager) canRecycle() bool {
+	_, ok := m.prov.(provider.Recycler)
+	return ok && m.info.Capabilities.Recycle && m.cfg.Autoscaler.CapacityPerInstance == 1
+}
+
 // recycle asks the provider to wipe what the job left on its instance before
 // the slot takes another job, within autoscaler.reset_timeout. With several
 // slots per instance other jobs may still run there, so jobs share the
@@ -1092,10 +1104,10 @@ func (m *Manager) recycleAndRelease(ctx context.Context, f *fleet.Fleet, log *sl
 // other job. Capabilities.Recycle decides, not the type alone: a plugin
 // group always has the method, whether or not its plugin can recycle.
 func (m *Manager) recycle(ctx context.Context, log *slog.Logger, id string) error {
-	r, ok := m.prov.(provider.Recycler)
-	if !ok || !m.info.Capabilities.Recycle || m.cfg.Autoscaler.CapacityPerInstance != 1 {
+	if !m.canRecycle() {
 		return nil
 	}
+	r := m.prov.(provider.Recycler)
 	timeout := m.cfg.Autoscaler.ResetTimeout
 	if timeout <= 0 {
 		timeout = time.Minute

@@ -24,8 +24,13 @@ type Suspend struct{ ID string }
 type Resume struct{ ID string }
 
 // RunReadyHook asks the caller to run instance_ready_command on an instance
-// and report with HookResult.
-type RunReadyHook struct{ ID string }
+// and report with HookResult. With Reset the instance was found running
+// with no record of what ran there (Config.ResetAdopted): the caller resets
+// it instead, and a failure deletes it (reason reset_failed).
+type RunReadyHook struct {
+	ID    string
+	Reset bool
+}
 
 // Heartbeat asks the caller to check an instance and report with HeartbeatResult.
 type Heartbeat struct{ ID string }

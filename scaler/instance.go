@@ -55,6 +55,9 @@ type instance struct {
 	hookFails   int
 	nextHook    time.Time
 	hookPending bool
+	// needsReset: found running with no record of what ran on it; it takes
+	// no booking until the caller reset it (Config.ResetAdopted).
+	needsReset bool
 	lastErr     string
 
 	hbFails    int

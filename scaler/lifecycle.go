@@ -34,6 +34,17 @@ func (s *Scaler) DecreaseResult(ids []string, err error) {
 	}
 }
 
+// startReset holds in, found running with no record of what ran on it,
+// until the caller reset it (Config.ResetAdopted); the need is saved with
+// the instance, so a restart before the answer resets it again.
+func (s *Scaler) startReset(in *instance) {
+	in.needsReset = true
+	s.dirty = true
+	s.setPhase(in, phaseBooting)
+	in.hookPending = true
+	s.emit(RunReadyHook{ID: in.id, Reset: true})
+}
+
 // HookResult reports the outcome of RunReadyHook.
 func (s *Scaler) HookResult(id string, err error) {
 	in, ok := s.instances[id]
@@ -41,6 +52,15 @@ func (s *Scaler) HookResult(id string, err error) {
 		return
 	}
 	in.hookPending = false
+	if in.needsReset {
+		if err != nil {
+			// Nothing says what the unknown job left there: delete it.
+			s.failInstance(in, ReasonResetFailed, "reset of an instance found running with no record of it failed: "+err.Error())
+			return
+		}
+		in.needsReset = false
+		s.dirty = true
+	}
 	if err == nil {
 		s.hookBackoff = 0
 		s.makeReady(in)

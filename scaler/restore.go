@@ -46,6 +46,9 @@ func (s *Scaler) reconcile(in *instance, st provider.State) {
 			// The environment's job died, or the suspend had not started: park it.
 			s.setPhase(in, phaseSuspendWait)
 			s.issueSuspend(in)
+		case in.needsReset:
+			// Its reset had not finished when berth stopped.
+			s.startReset(in)
 		case in.restoredFrom == phaseCreating || in.restoredFrom == phaseBooting:
 			s.setPhase(in, phaseCreating)
 			s.observeOne(in, st)
@@ -126,8 +129,12 @@ func (s *Scaler) adopt(l Listed) {
 		in.requested = requested
 		if !fromRequest && l.State == provider.StateRunning {
 			// An unknown running instance was set up by a previous process:
-			// adopt it idle without running the hook again.
+			// adopt it idle without running the hook again, once reset.
 			in.provState = l.State
+			if s.cfg.ResetAdopted {
+				s.startReset(in)
+				return
+			}
 			s.setPhase(in, phaseBooting)
 			s.makeReady(in)
 			return

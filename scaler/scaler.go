@@ -59,6 +59,12 @@ type Config struct {
 	// DeleteUnknown deletes instances the provider lists but berth does not
 	// know, instead of adopting them.
 	DeleteUnknown bool
+	// ResetAdopted holds an instance the provider lists running that
+	// berth has no record of (a previous process's, or one a lost store
+	// forgot) until the caller reset it (RunReadyHook with Reset): a job
+	// berth does not know may have left its files there, and the next job
+	// must not see them. Set it when the provider can reset an instance.
+	ResetAdopted bool
 	// DeleteOnDeadJob deletes, on restart, instances whose job died with the
 	// previous process instead of releasing their slots.
 	DeleteOnDeadJob bool

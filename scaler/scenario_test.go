@@ -372,6 +372,9 @@ func fmtAction(a scaler.Action) string {
 	case scaler.Resume:
 		return fmt.Sprintf("> resume %s", a.ID)
 	case scaler.RunReadyHook:
+		if a.Reset {
+			return fmt.Sprintf("> reset %s", a.ID)
+		}
 		return fmt.Sprintf("> run-ready-hook %s", a.ID)
 	case scaler.Heartbeat:
 		return fmt.Sprintf("> heartbeat %s", a.ID)
@@ -462,7 +465,7 @@ func (h *harness) show(b *strings.Builder) {
 //
 //	capacity=N max=N max-use=N idle=N idle-time=D scale=F limit=N
 //	mode=on-demand|preemptive throttle=R burst=N hook heartbeat=D
-//	threshold=N suspend env-ttl=D delete-unknown delete-dead
+//	threshold=N suspend env-ttl=D delete-unknown delete-dead reset-adopted
 //	ready-timeout=D listing-timeout=D suspended-idle-time=D
 //	suspended-count=N target-wait=D suspended-cost=F boot-estimate=D
 //	resume-estimate=D
@@ -520,6 +523,8 @@ func parseConfig(args map[string]string, flags []string, input string) (scaler.C
 			cfg.CanSuspend = true
 		case "delete-unknown":
 			cfg.DeleteUnknown = true
+		case "reset-adopted":
+			cfg.ResetAdopted = true
 		case "delete-dead":
 			cfg.DeleteOnDeadJob = true
 		default:

@@ -27,6 +27,9 @@ type InstanceRecord struct {
 	UseCount     int       `json:"use_count"`
 	Created      time.Time `json:"created"`
 	DeleteReason Reason    `json:"delete_reason,omitempty"`
+	// NeedsReset: found running with no record of what ran on it, and not
+	// reset yet (Config.ResetAdopted).
+	NeedsReset bool `json:"needs_reset,omitempty"`
 }
 
 // ReservationRecord is one booking in State.
@@ -54,7 +57,7 @@ func (s *Scaler) State() State {
 	var st State
 	for _, in := range s.sortedInstances() {
 		st.Instances = append(st.Instances, InstanceRecord{ID: in.id, Phase: in.phase.String(),
-			UseCount: in.useCount, Created: in.created, DeleteReason: in.deleteReason})
+			UseCount: in.useCount, Created: in.created, DeleteReason: in.deleteReason, NeedsReset: in.needsReset})
 	}
 	keys := make([]string, 0, len(s.res))
 	for k := range s.res {
@@ -118,6 +121,7 @@ func Restore(cfg Config, st State, now time.Time) (*Scaler, []DeadJob, error) {
 		in.useCount = rec.UseCount
 		in.created = rec.Created
 		in.deleteReason = rec.DeleteReason
+		in.needsReset = rec.NeedsReset
 	}
 	// An instance that holds an environment is kept even with
 	// DeleteOnDeadJob: the environment outlives the job that resumed it and

@@ -31,7 +31,7 @@ func (s *Scaler) Tick() {
 				s.failInstance(in, ReasonNotReady, fmt.Sprintf("not ready within %s (last error: %s)", s.cfg.ReadyTimeout, orNone(in.lastErr)))
 			} else if in.phase == phaseBooting && !in.hookPending && !in.nextHook.IsZero() && !now.Before(in.nextHook) {
 				in.hookPending = true
-				s.emit(RunReadyHook{ID: in.id})
+				s.emit(RunReadyHook{ID: in.id, Reset: in.needsReset})
 			}
 		case phaseReady:
 			if s.cfg.HeartbeatInterval > 0 && !in.hbInFlight && !now.Before(in.nextHB) {
