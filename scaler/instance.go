@@ -58,7 +58,7 @@ type instance struct {
 	// needsReset: found running with no record of what ran on it; it takes
 	// no booking until the caller reset it (Config.ResetAdopted).
 	needsReset bool
-	lastErr     string
+	lastErr    string
 
 	hbFails    int
 	nextHB     time.Time
