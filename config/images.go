@@ -26,6 +26,11 @@ type Images struct {
 	// cache of each instance; least recently used images are evicted past
 	// it. 0 is no bound.
 	CacheSize int64
+	// WaitForServicesTimeout (key wait_for_services_timeout, GitLab
+	// Runner's name and unit) is how many seconds a job waits for its
+	// services' exposed ports before it warns and goes on: 0 is 30, -1
+	// does not wait.
+	WaitForServicesTimeout int
 	// CacheDir (key cache_dir) is the cache directory on the instances;
 	// empty is ~/.cache/berth of the SSH user.
 	CacheDir string
@@ -117,6 +122,9 @@ func (d *decoder) images(t *table, im *Images) {
 		if !validRegistry(r) {
 			d.issue(fmt.Sprintf("%s[%d]", t.key("private_registries"), i), r, "must be a registry host or host:port, as in the image name (e.g. \"registry.local:5000\")")
 		}
+	}
+	if t.int("wait_for_services_timeout", &im.WaitForServicesTimeout); im.WaitForServicesTimeout < -1 {
+		d.issue(t.key("wait_for_services_timeout"), fmt.Sprint(im.WaitForServicesTimeout), "must be seconds (30 by default), or -1 not to wait for services")
 	}
 	t.str("cache_dir", &im.CacheDir)
 	t.finish()

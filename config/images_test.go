@@ -17,11 +17,11 @@ func TestImagesTable(t *testing.T) {
 	if im.InsecureRegistries[0] != "reg.local:5000" || im.AllowedImages[0] != "golang:*" || im.PullPolicy != "always" || im.CacheSize != 512<<20 {
 		t.Fatalf("%+v", im)
 	}
-	c, err = Parse([]byte("[images]\nmax_layer_size = \"1GB\"\nmax_image_size = \"2GiB\"\nmax_image_entries = 5000\ndisk_reserve = \"0\"\nprivate_registries = [\"10.0.0.5:5000\"]\n"), "berth.toml")
+	c, err = Parse([]byte("[images]\nmax_layer_size = \"1GB\"\nmax_image_size = \"2GiB\"\nmax_image_entries = 5000\ndisk_reserve = \"0\"\nprivate_registries = [\"10.0.0.5:5000\"]\nwait_for_services_timeout = 90\n"), "berth.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if im := c.Images; im.MaxLayerSize != 1e9 || im.MaxImageSize != 2<<30 || im.MaxImageEntries != 5000 || im.DiskReserve != 0 || im.PrivateRegistries[0] != "10.0.0.5:5000" {
+	if im := c.Images; im.MaxLayerSize != 1e9 || im.MaxImageSize != 2<<30 || im.MaxImageEntries != 5000 || im.DiskReserve != 0 || im.PrivateRegistries[0] != "10.0.0.5:5000" || im.WaitForServicesTimeout != 90 {
 		t.Fatalf("limits %+v", im)
 	}
 	d := Default().Images
@@ -33,6 +33,7 @@ func TestImagesTable(t *testing.T) {
 		{"[images]\ncache_size = \"lots\"\n", "images.cache_size", `"20GiB" (GiB, MiB: powers of 1024)`},
 		{"[images]\nmax_image_size = \"huge\"\n", "images.max_image_size", "20GiB"},
 		{"[images]\nprivate_registries = [\"http://10.0.0.5\"]\n", "images.private_registries[0]", "host:port"},
+		{"[images]\nwait_for_services_timeout = -5\n", "images.wait_for_services_timeout", "-1 not to wait"},
 		{"[images]\ninsecure_registries = [\"http://reg:5000/x\"]\n", "images.insecure_registries[0]", "host:port"},
 		{"[images]\npull_polcy = \"never\"\n", "images.pull_polcy", "pull_policy"},
 	} {

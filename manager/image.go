@@ -42,6 +42,7 @@ func (m *Manager) runInImage(ctx context.Context, ci *provider.ConnectInfo, spec
 	settings := jobroot.Settings{
 		CacheDir: im.CacheDir, CacheBytes: im.CacheSize, Insecure: im.InsecureRegistries,
 		Allowed: im.AllowedImages, PullPolicy: im.PullPolicy, Limits: imageLimits(im),
+		ServicesTimeout: im.WaitForServicesTimeout,
 	}
 	if spec.Image.PullPolicy != "" {
 		settings.PullPolicy = spec.Image.PullPolicy
