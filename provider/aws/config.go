@@ -1,12 +1,11 @@
 package aws
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
+
+	"github.com/berth-ci/berth/internal/jsonconfig"
 )
 
 // Config is the provider's configuration, [autoscaler.provider_config] in
@@ -75,56 +74,25 @@ const (
 // knownKeys is what a configuration error lists, so a typo is easy to fix.
 const knownKeys = "name, region, profile, endpoint, connector {username, key_path, use_instance_connect}, use_private_address, ssh_port, instance_ready_timeout, suspend, hibernate"
 
-type jsonDuration time.Duration
-
-func (d *jsonDuration) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("duration %q: want a Go duration such as \"10m\" or \"90s\"", s)
-		}
-		*d = jsonDuration(v)
-		return nil
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("duration %s: want a string such as \"10m\" or a number of seconds", b)
-	}
-	*d = jsonDuration(f * float64(time.Second))
-	return nil
-}
-
 type jsonConfig struct {
-	Name                 string        `json:"name"`
-	Region               string        `json:"region"`
-	Profile              string        `json:"profile"`
-	Endpoint             string        `json:"endpoint"`
-	Connector            *Connector    `json:"connector"`
-	UsePrivateAddress    *bool         `json:"use_private_address"`
-	SSHPort              *int          `json:"ssh_port"`
-	InstanceReadyTimeout *jsonDuration `json:"instance_ready_timeout"`
-	Suspend              bool          `json:"suspend"`
-	Hibernate            bool          `json:"hibernate"`
+	Name                 string               `json:"name"`
+	Region               string               `json:"region"`
+	Profile              string               `json:"profile"`
+	Endpoint             string               `json:"endpoint"`
+	Connector            *Connector           `json:"connector"`
+	UsePrivateAddress    *bool                `json:"use_private_address"`
+	SSHPort              *int                 `json:"ssh_port"`
+	InstanceReadyTimeout *jsonconfig.Duration `json:"instance_ready_timeout"`
+	Suspend              bool                 `json:"suspend"`
+	Hibernate            bool                 `json:"hibernate"`
 }
 
 // ParseConfig decodes and checks provider_config. Unknown keys are an
 // error, so a typo does not silently fall back to a default.
 func ParseConfig(b []byte) (Config, error) {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return Config{}, errors.New("aws: provider_config is empty; set at least name (the Auto Scaling group) and connector")
-	}
 	var j jsonConfig
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return Config{}, fmt.Errorf("aws: provider_config: %w (known keys: %s)", err, knownKeys)
-	}
-	if dec.More() {
-		return Config{}, errors.New("aws: provider_config: trailing data after the JSON object")
+	if err := jsonconfig.Decode(b, &j, "aws", "set at least name (the Auto Scaling group) and connector", knownKeys); err != nil {
+		return Config{}, err
 	}
 	c := Config{Name: j.Name, Region: j.Region, Profile: j.Profile, Endpoint: j.Endpoint,
 		UsePrivateAddress: true, SSHPort: DefaultSSHPort, InstanceReadyTimeout: DefaultInstanceReadyTimeout,

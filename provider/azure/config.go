@@ -1,14 +1,13 @@
 package azure
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-ci/berth/internal/jsonconfig"
 )
 
 // Config is the provider's configuration, [autoscaler.provider_config] in
@@ -80,59 +79,28 @@ const (
 // knownKeys is what a configuration error lists, so a typo is easy to fix.
 const knownKeys = "subscription_id, resource_group, name, cloud, endpoint, authority_host, ca_file, connector {username, key_path}, use_private_address, ssh_port, instance_ready_timeout, suspend, max_size"
 
-type jsonDuration time.Duration
-
-func (d *jsonDuration) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("duration %q: want a Go duration such as \"10m\" or \"90s\"", s)
-		}
-		*d = jsonDuration(v)
-		return nil
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("duration %s: want a string such as \"10m\" or a number of seconds", b)
-	}
-	*d = jsonDuration(f * float64(time.Second))
-	return nil
-}
-
 type jsonConfig struct {
-	SubscriptionID       string        `json:"subscription_id"`
-	ResourceGroup        string        `json:"resource_group"`
-	Name                 string        `json:"name"`
-	Cloud                string        `json:"cloud"`
-	Endpoint             string        `json:"endpoint"`
-	AuthorityHost        string        `json:"authority_host"`
-	CAFile               string        `json:"ca_file"`
-	Connector            *Connector    `json:"connector"`
-	UsePrivateAddress    *bool         `json:"use_private_address"`
-	SSHPort              *int          `json:"ssh_port"`
-	InstanceReadyTimeout *jsonDuration `json:"instance_ready_timeout"`
-	Suspend              bool          `json:"suspend"`
-	MaxSize              int           `json:"max_size"`
+	SubscriptionID       string               `json:"subscription_id"`
+	ResourceGroup        string               `json:"resource_group"`
+	Name                 string               `json:"name"`
+	Cloud                string               `json:"cloud"`
+	Endpoint             string               `json:"endpoint"`
+	AuthorityHost        string               `json:"authority_host"`
+	CAFile               string               `json:"ca_file"`
+	Connector            *Connector           `json:"connector"`
+	UsePrivateAddress    *bool                `json:"use_private_address"`
+	SSHPort              *int                 `json:"ssh_port"`
+	InstanceReadyTimeout *jsonconfig.Duration `json:"instance_ready_timeout"`
+	Suspend              bool                 `json:"suspend"`
+	MaxSize              int                  `json:"max_size"`
 }
 
 // ParseConfig decodes and checks provider_config. Unknown keys are an
 // error, so a typo does not silently fall back to a default.
 func ParseConfig(b []byte) (Config, error) {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return Config{}, errors.New("azure: provider_config is empty; set at least resource_group, name (the scale set) and connector.key_path")
-	}
 	var j jsonConfig
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return Config{}, fmt.Errorf("azure: provider_config: %w (known keys: %s)", err, knownKeys)
-	}
-	if dec.More() {
-		return Config{}, errors.New("azure: provider_config: trailing data after the JSON object")
+	if err := jsonconfig.Decode(b, &j, "azure", "set at least resource_group, name (the scale set) and connector.key_path", knownKeys); err != nil {
+		return Config{}, err
 	}
 	c := Config{SubscriptionID: j.SubscriptionID, ResourceGroup: j.ResourceGroup, Name: j.Name, Cloud: strings.ToLower(j.Cloud),
 		Endpoint: j.Endpoint, AuthorityHost: j.AuthorityHost, CAFile: j.CAFile, UsePrivateAddress: true, SSHPort: DefaultSSHPort,

@@ -1,13 +1,12 @@
 package gcp
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
+
+	"github.com/berth-ci/berth/internal/jsonconfig"
 )
 
 // Config is the provider's configuration, [autoscaler.provider_config] in
@@ -70,58 +69,27 @@ const (
 
 const knownKeys = "name, project, zone, region, credentials_file, endpoint, max_size, connector {username, key_path}, use_private_address, ssh_port, instance_ready_timeout, suspend"
 
-type jsonDuration time.Duration
-
-func (d *jsonDuration) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("duration %q: want a Go duration such as \"10m\" or \"90s\"", s)
-		}
-		*d = jsonDuration(v)
-		return nil
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("duration %s: want a string such as \"10m\" or a number of seconds", b)
-	}
-	*d = jsonDuration(f * float64(time.Second))
-	return nil
-}
-
 type jsonConfig struct {
-	Name                 string        `json:"name"`
-	Project              string        `json:"project"`
-	Zone                 string        `json:"zone"`
-	Region               string        `json:"region"`
-	CredentialsFile      string        `json:"credentials_file"`
-	Endpoint             string        `json:"endpoint"`
-	MaxSize              int           `json:"max_size"`
-	Connector            *Connector    `json:"connector"`
-	UsePrivateAddress    *bool         `json:"use_private_address"`
-	SSHPort              *int          `json:"ssh_port"`
-	InstanceReadyTimeout *jsonDuration `json:"instance_ready_timeout"`
-	Suspend              bool          `json:"suspend"`
+	Name                 string               `json:"name"`
+	Project              string               `json:"project"`
+	Zone                 string               `json:"zone"`
+	Region               string               `json:"region"`
+	CredentialsFile      string               `json:"credentials_file"`
+	Endpoint             string               `json:"endpoint"`
+	MaxSize              int                  `json:"max_size"`
+	Connector            *Connector           `json:"connector"`
+	UsePrivateAddress    *bool                `json:"use_private_address"`
+	SSHPort              *int                 `json:"ssh_port"`
+	InstanceReadyTimeout *jsonconfig.Duration `json:"instance_ready_timeout"`
+	Suspend              bool                 `json:"suspend"`
 }
 
 // ParseConfig decodes and checks provider_config. Unknown keys are an
 // error, so a typo does not silently fall back to a default.
 func ParseConfig(b []byte) (Config, error) {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return Config{}, errors.New("gcp: provider_config is empty; set at least name, project, zone (or region) and connector")
-	}
 	var j jsonConfig
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return Config{}, fmt.Errorf("gcp: provider_config: %w (known keys: %s)", err, knownKeys)
-	}
-	if dec.More() {
-		return Config{}, errors.New("gcp: provider_config: trailing data after the JSON object")
+	if err := jsonconfig.Decode(b, &j, "gcp", "set at least name, project, zone (or region) and connector", knownKeys); err != nil {
+		return Config{}, err
 	}
 	c := Config{Name: j.Name, Project: j.Project, Zone: j.Zone, Region: j.Region, CredentialsFile: j.CredentialsFile,
 		Endpoint: j.Endpoint, MaxSize: j.MaxSize, UsePrivateAddress: true, SSHPort: DefaultSSHPort,
