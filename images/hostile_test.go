@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -61,6 +62,28 @@ func TestDamagedCacheDirsAreRebuilt(t *testing.T) {
 	c2 := r.openCache(t, func(cfg *Config) { cfg.Dir = c.cfg.Dir })
 	get(t, c2, ref).Release()
 	get(t, c2, r.push(t, "other:1", buildImage(t, nil, layer(t, file{name: "b", body: "b"})))).Release()
+}
+
+// TestCachesOpenedAtOnceOnAFreshDirectory: two image jobs that start
+// together on a new instance (one over SSH, one over the exec transport)
+// open its cache at the same moment; both must get it, neither an
+// "exists" error from the other's mkdir.
+func TestCachesOpenedAtOnceOnAFreshDirectory(t *testing.T) {
+	for round := range 20 {
+		dir := filepath.Join(t.TempDir(), "cache")
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() {
+				_, err := Open(Config{Dir: dir, Keychain: noKeychain{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
 }
 
 // bombLayer is a gzip layer of one file of n zero bytes: a few KiB on the

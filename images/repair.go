@@ -36,21 +36,39 @@ func (c *Cache) ensureDirs() error {
 }
 
 // ensureDir makes dir a real directory, replacing whatever else is there.
+// Two jobs on one instance may open the cache at once (one per transport),
+// so a directory another Open made or replaced between our look and our
+// change is taken as it is now: a second look settles it.
 func (c *Cache) ensureDir(dir string) error {
+	var err error
+	for range 3 {
+		var done bool
+		if done, err = c.ensureDirOnce(dir); done {
+			return err
+		}
+	}
+	return err
+}
+
+// ensureDirOnce looks at dir once and makes it a directory. It reports done
+// false when a concurrent Open changed dir under it.
+func (c *Cache) ensureDirOnce(dir string) (bool, error) {
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return os.Mkdir(dir, 0o700)
+		err = os.Mkdir(dir, 0o700)
+		return !errors.Is(err, os.ErrExist), err
 	case err != nil:
-		return err
+		return true, err
 	case fi.IsDir():
-		return nil
+		return true, nil
 	}
 	c.log.Warn("image cache directory damaged: rebuilding it", "path", dir, "found", fi.Mode().Type().String())
-	if err := os.Remove(dir); err != nil {
-		return fmt.Errorf("remove %s (%s in place of a directory): %w", dir, fi.Mode().Type(), err)
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return true, fmt.Errorf("remove %s (%s in place of a directory): %w", dir, fi.Mode().Type(), err)
 	}
-	return os.Mkdir(dir, 0o700)
+	err = os.Mkdir(dir, 0o700)
+	return !errors.Is(err, os.ErrExist), err
 }
 
 // Sweep removes what a process killed mid-pull left in the cache at dir:
