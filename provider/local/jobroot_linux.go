@@ -422,7 +422,9 @@ func (p *Provider) ensureImagesDir(dir string) error {
 	if _, err := os.Stat(d); err == nil {
 		return nil
 	}
-	if err := os.Mkdir(d, 0o755); err != nil {
+	if err := os.Mkdir(d, 0o755); errors.Is(err, os.ErrExist) {
+		return nil // another job on this instance made it meanwhile
+	} else if err != nil {
 		return fmt.Errorf("make the instance's image cache: %w", err)
 	}
 	if p.asRoot {
