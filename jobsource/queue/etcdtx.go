@@ -278,17 +278,13 @@ func (t *etcdTx) commit(f *fenceProof) error {
 		// The reply was lost (timeout, member gone): the Txn may have
 		// applied. A take that applied unseen would leave a job
 		// "running" that nobody runs, so look before reporting failure.
+		// etcd itself does this at its quota: it applies the Txn that
+		// crosses it, raises the NOSPACE alarm and answers NOSPACE.
 		if ok, cerr := t.applied(); cerr != nil || !ok {
 			return err
 		}
 		t.b.log().Warn("an etcd transaction's reply was lost, but it had applied; carrying on", "err", err)
 	} else if !resp.Succeeded {
-		if f != nil && !fenceHolds(resp, f) {
-			return ErrFenced
-		}
-		return errConflict
-	}
-	if !resp.Succeeded {
 		if f != nil && !fenceHolds(resp, f) {
 			return ErrFenced
 		}
