@@ -116,8 +116,11 @@ func (e *Elector) campaignOnce(ctx context.Context) (*Term, error) {
 		return nil, fmt.Errorf("take an etcd lease: %w", err)
 	}
 	el := concurrency.NewElection(s, e.prefix)
-	if err := el.Campaign(ctx, e.name); err != nil {
+	if err := el.Campaign(whileLeaseLives(ctx, s), e.name); err != nil {
 		s.Close()
+		if ctx.Err() == nil {
+			err = fmt.Errorf("wait for leadership: %w", ErrLeaseLost)
+		}
 		return nil, err
 	}
 	// Campaign returns once every older candidacy is gone, even when ours
@@ -131,6 +134,25 @@ func (e *Elector) campaignOnce(ctx context.Context) (*Term, error) {
 		return nil, fmt.Errorf("confirm leadership: %w", err)
 	}
 	return newTerm(s, el, e.log), nil
+}
+
+// whileLeaseLives returns ctx cancelled as well when the session's lease
+// ends. Campaign waits for the deletion of the older candidates' keys,
+// watching from the revision it saw; after etcd was wiped (a lost volume)
+// that revision lies in the new cluster's future and the deletion never
+// comes, so a standby waited for ever with no key of its own in the
+// election. Its lease ends with the wipe: that ends the wait, and the
+// next campaign starts on the new cluster.
+func whileLeaseLives(ctx context.Context, s *concurrency.Session) context.Context {
+	wait, cancel := context.WithCancel(ctx)
+	go func() {
+		defer cancel()
+		select {
+		case <-s.Done():
+		case <-wait.Done():
+		}
+	}()
+	return wait
 }
 
 // Observe sends the name of each new leader until ctx ends. A standby

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/berth-ci/berth/internal/etcdtest"
 )
 
@@ -89,4 +91,49 @@ func TestLeaderStopsWhenEtcdIsGone(t *testing.T) {
 	if err := s.Save(instances("i1", "i2")); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("save with etcd gone after the term ended: %v, want ErrNotLeader", err)
 	}
+}
+
+// etcd is wiped (stopped, its data lost, started empty) while one
+// manager leads and another waits as a standby, and the leader never comes
+// back: the standby's lease ended with the wipe, so it campaigns again on
+// the new cluster and leads, rather than waiting for ever for the old
+// leader's key to go at a revision the new cluster has not reached.
+func TestStandbyWhoseLeaseEndedCampaignsAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts its own etcd")
+	}
+	c := etcdtest.Start(t, 1)
+	a := NewElector(c.Client(t), "/berth/", testTTL, "a", quiet())
+	b := NewElector(c.Client(t), "/berth/", testTTL, "b", quiet())
+	if _, err := a.Campaign(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan error, 1)
+	go func() {
+		term, err := b.Campaign(testCtx(t))
+		if err == nil {
+			defer term.Resign(context.Background())
+		}
+		won <- err
+	}()
+	waitCandidates(t, c, 2)
+	if err := c.WipeMember(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-won; err != nil {
+		t.Fatalf("the standby never led after etcd was wiped: %v", err)
+	}
+}
+
+// waitCandidates waits until the election holds n candidates' keys.
+func waitCandidates(t *testing.T, c *etcdtest.Cluster, n int) {
+	t.Helper()
+	cli := c.Client(t)
+	for ctx := testCtx(t); ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		resp, err := cli.Get(ctx, "/berth/election/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count == int64(n) {
+			return
+		}
+	}
+	t.Fatalf("the election never held %d candidates", n)
 }
