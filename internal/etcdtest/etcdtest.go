@@ -1,6 +1,9 @@
-// Package etcdtest runs real etcd servers inside a test process
-// (go.etcd.io/etcd/server/v3/embed): one member, or a three-member cluster
-// whose members can be stopped one by one.
+// Package etcdtest runs real etcd servers for tests: one member, or a
+// three-member cluster whose members can be stopped one by one. They run
+// inside the test process (go.etcd.io/etcd/server/v3/embed) unless
+// BERTH_ETCD_BINARY names an etcd binary (Debian's /usr/bin/etcd, say):
+// then each member is a process of that binary, so that the tests run
+// against the etcd an operator installs.
 package etcdtest
 
 import (
@@ -24,8 +27,8 @@ const startTimeout = 60 * time.Second
 
 // Cluster is a running etcd cluster.
 type Cluster struct {
-	// Members are the running servers, in start order; a stopped one is nil.
-	Members []*embed.Etcd
+	// members are the running servers, in start order; a stopped one is nil.
+	members []member
 	// Endpoints are the members' client URLs.
 	Endpoints []string
 
@@ -33,6 +36,8 @@ type Cluster struct {
 	closing sync.WaitGroup
 	// cfgs start the members again (RestartMember).
 	cfgs []*embed.Config
+	// binary is BERTH_ETCD_BINARY: "" runs the members embedded.
+	binary string
 }
 
 // Start runs a cluster of n members (1 or 3) with its data in t.TempDir
@@ -72,7 +77,7 @@ func newWith(dir string, n int, quota int64) (*Cluster, error) {
 		}
 		last = err
 	}
-	return nil, fmt.Errorf("start an embedded etcd cluster of %d: %w", n, last)
+	return nil, fmt.Errorf("start an etcd cluster of %d: %w", n, last)
 }
 
 func start(parent string, n int, quota int64) (*Cluster, error) {
@@ -105,30 +110,37 @@ func start(parent string, n int, quota int64) (*Cluster, error) {
 		initial = append(initial, cfg.Name+"="+peer.String())
 		cfgs[i] = cfg
 	}
-	c := &Cluster{cfgs: cfgs}
+	c := &Cluster{cfgs: cfgs, binary: os.Getenv(BinaryEnv)}
 	for _, cfg := range cfgs {
 		cfg.InitialCluster = strings.Join(initial, ",")
-		e, err := embed.StartEtcd(cfg)
+		m, err := c.startMember(cfg)
 		if err != nil {
 			c.Stop()
 			return nil, err
 		}
-		c.Members = append(c.Members, e)
+		c.members = append(c.members, m)
 		c.Endpoints = append(c.Endpoints, cfg.AdvertiseClientUrls[0].String())
 	}
+	// Members of a cluster are ready together, once they elected a leader.
 	deadline := time.After(startTimeout)
-	for _, e := range c.Members {
-		select {
-		case <-e.Server.ReadyNotify():
-		case err := <-e.Err():
+	for _, m := range c.members {
+		if err := m.ready(deadline); err != nil {
 			c.Stop()
 			return nil, err
-		case <-deadline:
-			c.Stop()
-			return nil, fmt.Errorf("not ready after %s", startTimeout)
 		}
 	}
 	return c, nil
+}
+
+func (c *Cluster) startMember(cfg *embed.Config) (member, error) {
+	if c.binary != "" {
+		return startProcess(c.binary, cfg)
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return embedded{e}, nil
 }
 
 // Client returns a client of every member, closed when the test ends.
@@ -146,9 +158,9 @@ func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 // once. Its shutdown finishes in the background, because etcd waits up to
 // its request timeout (7 s) for clients' open streams; Stop waits for it.
 func (c *Cluster) StopMember(i int) {
-	if e := c.Members[i]; e != nil {
-		c.Members[i] = nil
-		c.closing.Go(e.Close)
+	if m := c.members[i]; m != nil {
+		c.members[i] = nil
+		c.closing.Go(m.Close)
 	}
 }
 
@@ -156,30 +168,25 @@ func (c *Cluster) StopMember(i int) {
 // once every stopping member finished, and waits until it is ready: etcd
 // coming back after an outage.
 func (c *Cluster) RestartMember(i int) error {
-	if c.Members[i] != nil {
+	if c.members[i] != nil {
 		return fmt.Errorf("etcd member %d is running", i)
 	}
 	c.closing.Wait()
-	e, err := embed.StartEtcd(c.cfgs[i])
+	m, err := c.startMember(c.cfgs[i])
 	if err != nil {
 		return fmt.Errorf("restart etcd member %d: %w", i, err)
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
+	if err := m.ready(time.After(startTimeout)); err != nil {
+		m.Close()
 		return fmt.Errorf("restart etcd member %d: %w", i, err)
-	case <-time.After(startTimeout):
-		e.Close()
-		return fmt.Errorf("restart etcd member %d: not ready after %s", i, startTimeout)
 	}
-	c.Members[i] = e
+	c.members[i] = m
 	return nil
 }
 
 // Stop stops every member and waits until all have stopped.
 func (c *Cluster) Stop() {
-	for i := range c.Members {
+	for i := range c.members {
 		c.StopMember(i)
 	}
 	c.closing.Wait()
