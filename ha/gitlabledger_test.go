@@ -149,8 +149,8 @@ func TestNewLeaderFailsTheJobsOfAKilledLeaderOnGitLab(t *testing.T) {
 
 	b.lead(t)
 	srcB := gitlabSource(t, fake, b.ledger(p))
-	if n := srcB.FailAbandoned(testCtx(t)); n != 1 {
-		t.Errorf("the new leader's sweep ended %d jobs, want 1", n)
+	if n, err := srcB.FailAbandoned(testCtx(t)); n != 1 || err != nil {
+		t.Errorf("the new leader's sweep ended %d jobs (%v), want 1", n, err)
 	}
 	if st := fake.Job(id).State(); st != gitlabfake.StateFailed {
 		t.Errorf("the killed leader's job is %s on GitLab, want failed", st)

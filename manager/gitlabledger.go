@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
+	"time"
 
 	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/ha"
@@ -46,8 +47,14 @@ func (m *Manager) termFence() *ha.Fence {
 
 // sweeper is a source that fails the jobs earlier terms left (gitlab.Source).
 type sweeper interface {
-	FailAbandoned(ctx context.Context) int
+	Name() string
+	FailAbandoned(ctx context.Context) (int, error)
 }
+
+// sweepRetry is the pause before a sweep that left jobs (GitLab did not
+// answer) runs again: short beside GitLab's job timeout, long enough not
+// to press a GitLab that is down.
+const sweepRetry = 30 * time.Second
 
 // sweepAbandoned fails on GitLab, in the background, the jobs the
 // leaders of earlier terms were handed and did not finish. Not before
@@ -57,11 +64,26 @@ type sweeper interface {
 func (m *Manager) sweepAbandoned(ctx context.Context) {
 	for _, s := range m.sources {
 		if sw, ok := s.src.(sweeper); ok {
-			go func() {
-				if n := sw.FailAbandoned(ctx); n > 0 {
-					m.log.Info("failed on GitLab the jobs earlier leaders left running", "source", s.src.Name(), "jobs", n)
-				}
-			}()
+			go m.sweep(ctx, sw)
+		}
+	}
+}
+
+// sweep runs sw's sweep until it leaves nothing or the term ends.
+func (m *Manager) sweep(ctx context.Context, sw sweeper) {
+	for {
+		n, err := sw.FailAbandoned(ctx)
+		if n > 0 {
+			m.log.Info("failed on GitLab the jobs earlier leaders left running", "source", sw.Name(), "jobs", n)
+		}
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		m.log.Warn("gitlab jobs earlier leaders left stay running on GitLab; sweeping again", "source", sw.Name(), "in", sweepRetry, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sweepRetry):
 		}
 	}
 }

@@ -100,31 +100,37 @@ func (s *Source) runsHere(id int64) bool {
 
 // FailAbandoned fails on GitLab every job the ledger lists as abandoned
 // (Ledger.Abandoned) and this process does not run, removes those GitLab
-// has a final state for, and returns how many it ended. The first Request
-// runs it; under [ha] the manager also runs it at the start of each term.
-// One sweep runs at a time, so that two never tell GitLab twice.
-func (s *Source) FailAbandoned(ctx context.Context) int {
+// has a final state for, and returns how many it ended. The error says
+// the listing failed or some jobs could not be failed (GitLab did not
+// answer): a later sweep tries again. The first Request runs it; under
+// [ha] the manager runs it at the start of each term. One sweep runs at a
+// time, so that two never tell GitLab twice.
+func (s *Source) FailAbandoned(ctx context.Context) (int, error) {
 	if s.cfg.Ledger == nil {
-		return 0
+		return 0, nil
 	}
 	s.sweeping.Lock()
 	defer s.sweeping.Unlock()
 	left, err := s.cfg.Ledger.Abandoned(ctx)
 	if err != nil {
-		s.log.Warn("cannot list the gitlab jobs an earlier berth left; they stay running on GitLab until the next sweep", "err", err)
-		return 0
+		return 0, fmt.Errorf("list the gitlab jobs an earlier berth left: %w", err)
 	}
-	n := 0
+	ended, failed := 0, 0
 	for _, e := range left {
 		if s.runsHere(e.ID) {
 			continue // its own Finish tells GitLab
 		}
-		if s.failOnGitLab(ctx, e) {
-			n++
-			s.ledgerDone(e.ID)
+		if !s.failOnGitLab(ctx, e) {
+			failed++
+			continue
 		}
+		ended++
+		s.ledgerDone(e.ID)
 	}
-	return n
+	if failed > 0 {
+		return ended, fmt.Errorf("%d gitlab jobs an earlier berth left could not be failed on GitLab", failed)
+	}
+	return ended, nil
 }
 
 // failOnGitLab sends the final "failed" of a job berth lost, and says

@@ -114,8 +114,8 @@ func TestSweepLeavesTheJobsThisProcessRuns(t *testing.T) {
 	src := newTestSource(t, f, func(c *Config) { c.Ledger = ledger })
 	j := takeJob(t, src)
 
-	if n := src.FailAbandoned(testCtx(t)); n != 0 {
-		t.Errorf("the sweep ended %d jobs, want none", n)
+	if n, err := src.FailAbandoned(testCtx(t)); n != 0 || err != nil {
+		t.Errorf("the sweep ended %d jobs (%v), want none", n, err)
 	}
 	if st := f.Job(id).State(); st != gitlabfake.StateRunning {
 		t.Fatalf("the job this process runs is %s on GitLab after the sweep", st)
@@ -128,5 +128,21 @@ func TestSweepLeavesTheJobsThisProcessRuns(t *testing.T) {
 	}
 	if left, _ := ledger.Abandoned(testCtx(t)); len(left) != 0 {
 		t.Errorf("the finished job stays in the ledger: %v", left)
+	}
+}
+
+// GitLab down during a sweep: the sweep says jobs remain and keeps them in
+// the ledger, so that the next sweep tells GitLab.
+func TestSweepWhileGitLabIsDownKeepsTheJobs(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	ledger := &allLedger{jobs: map[int64]LedgerEntry{7: {ID: 7, Token: "token-7"}}}
+	src := newTestSource(t, f, func(c *Config) { c.Ledger = ledger })
+	f.Close()
+
+	if n, err := src.FailAbandoned(testCtx(t)); n != 0 || err == nil {
+		t.Errorf("the sweep with GitLab down: %d ended, err %v; want none ended and an error", n, err)
+	}
+	if left, _ := ledger.Abandoned(testCtx(t)); len(left) != 1 {
+		t.Errorf("the ledger holds %v after the failed sweep, want job 7", left)
 	}
 }

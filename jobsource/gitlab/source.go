@@ -122,7 +122,11 @@ func (s *Source) Request(ctx context.Context) (jobsource.Job, error) {
 		return nil, ctx.Err()
 	}
 	defer func() { <-s.sem }()
-	s.abandoned.Do(func() { s.FailAbandoned(ctx) }) // ledger.go
+	s.abandoned.Do(func() { // ledger.go
+		if _, err := s.FailAbandoned(ctx); err != nil {
+			s.log.Warn("gitlab jobs an earlier berth left stay running on GitLab until a later sweep", "err", err)
+		}
+	})
 
 	var lastErr error
 	for attempt := 0; ; attempt++ {
