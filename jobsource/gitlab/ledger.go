@@ -26,14 +26,18 @@ import (
 // LedgerEntry is one job GitLab handed out whose final state has not
 // reached GitLab yet: what another process needs to fail it.
 type LedgerEntry struct {
-	ID    int64  `json:"id"`
+	// ID is GitLab's job ID.
+	ID int64 `json:"id"`
+	// Token is the job token: GitLab takes the job's final state only
+	// with it.
 	Token string `json:"token"`
 	// Reason is the failure reason GitLab accepts for this job (it
 	// announced the ones it knows in the job's features).
 	Reason string `json:"reason,omitempty"`
 	// URL is the GitLab the job came from, for an operator reading the
 	// ledger; the source that sweeps it talks to its own.
-	URL     string    `json:"url,omitempty"`
+	URL string `json:"url,omitempty"`
+	// HandOut is when GitLab handed the job out, for the log of a sweep.
 	HandOut time.Time `json:"handed_out"`
 }
 
