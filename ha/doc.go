@@ -17,6 +17,7 @@
 //	<prefix>state/environments/<key> one scaler.EnvRecord, JSON
 //	<prefix>election/<lease>         the managers' candidacies
 //	<prefix>hostkeys/<group>/<id>    host keys a provider plugin could not report (manager)
+//	<prefix>gitlab-jobs/<runner>/<id> a GitLab job handed out and not yet ended on GitLab (gitlabledger.go)
 //
 // # Fencing
 //

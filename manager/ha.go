@@ -220,6 +220,7 @@ func (m *Manager) runTerm(ctx context.Context, t *ha.Term) {
 	}
 	h.leading.Store(true)
 	m.metrics.Leader.Set(1)
+	m.sweepAbandoned(t.Context()) // gitlabledger.go
 	m.log.Info("leading: the fleet, the provider and the job sources run here", "took_charge_in", time.Since(start).Round(time.Millisecond),
 		"instances", len(m.fleet.Instances()))
 	m.lead(ctx, t)

@@ -7,7 +7,6 @@ package manager
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -395,15 +394,6 @@ func (m *Manager) openSources(ctx context.Context) ([]source, error) {
 	return srcs, nil
 }
 
-// gitlabLedgerDir is where a GitLab source keeps the jobs handed out until
-// GitLab has their final state (gitlab/ledger.go): one directory per
-// GitLab and runner, so that one source's restart check never fails
-// another's running job.
-func gitlabLedgerDir(stateDir, url, token string) string {
-	sum := sha256.Sum256([]byte(url + "\x00" + token))
-	return filepath.Join(stateDir, "gitlab-jobs", hex.EncodeToString(sum[:8]))
-}
-
 // openGitLab makes a GitLab source and checks its token. A stable system
 // id (the state's) keeps GitLab from listing a new runner manager after
 // each restart, and from listing one per manager under [ha].
@@ -420,7 +410,7 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 		CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: m.opts.Version,
 		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs,
 		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images),
-		LedgerDir:           gitlabLedgerDir(m.cfg.StateDir, s.URL, s.Token)}, m.log)
+		Ledger:              m.gitlabLedger(s)}, m.log)
 	if err != nil {
 		return nil, err
 	}

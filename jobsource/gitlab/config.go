@@ -44,9 +44,10 @@ type Config struct {
 	URL string
 	// Token is the runner authentication token (glrt-...) created in GitLab's UI.
 	Token string
-	// LedgerDir keeps the jobs handed out until GitLab has their final
-	// state, so that a restart fails the ones berth lost (ledger.go).
-	LedgerDir string
+	// Ledger keeps the jobs handed out until GitLab has their final
+	// state, so that a restart fails the ones berth lost (ledger.go);
+	// nil keeps none.
+	Ledger Ledger
 	// TokenFile holds the token instead, so it can live outside berth.toml.
 	TokenFile string
 	// Name identifies the source in logs and metrics; default "gitlab:" + URL.

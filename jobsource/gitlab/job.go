@@ -379,6 +379,7 @@ func (j *Job) Finish(ctx context.Context, r jobsource.Result) error {
 		if j.finishErr = j.finish(ctx, r); j.finishErr == nil {
 			j.src.ledgerDone(j.p.ID) // ledger.go
 		}
+		j.src.released(j.p.ID)
 	})
 	return j.finishErr
 }

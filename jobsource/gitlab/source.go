@@ -34,8 +34,13 @@ type Source struct {
 
 	mu         sync.Mutex
 	lastUpdate string
-	// abandoned runs failAbandoned once, at the first Request (ledger.go).
+	// mine holds the jobs handed to this process whose Finish has not
+	// returned: a sweep leaves them to it (ledger.go).
+	mine map[int64]bool
+	// abandoned runs FailAbandoned once, at the first Request (ledger.go).
 	abandoned sync.Once
+	// sweeping is held by the FailAbandoned running.
+	sweeping sync.Mutex
 }
 
 var _ jobsource.Source = (*Source)(nil)
@@ -59,7 +64,8 @@ func New(cfg Config, logger *slog.Logger) (*Source, error) {
 			timeout: cfg.RequestTimeout,
 			agent:   "berth/" + cfg.Version,
 		},
-		sem: make(chan struct{}, cfg.RequestConcurrency),
+		sem:  make(chan struct{}, cfg.RequestConcurrency),
+		mine: map[int64]bool{},
 	}, nil
 }
 
@@ -116,7 +122,11 @@ func (s *Source) Request(ctx context.Context) (jobsource.Job, error) {
 		return nil, ctx.Err()
 	}
 	defer func() { <-s.sem }()
-	s.abandoned.Do(func() { s.failAbandoned(ctx) }) // ledger.go
+	s.abandoned.Do(func() { // ledger.go
+		if _, err := s.FailAbandoned(ctx); err != nil {
+			s.log.Warn("gitlab jobs an earlier berth left stay running on GitLab until a later sweep", "err", err)
+		}
+	})
 
 	var lastErr error
 	for attempt := 0; ; attempt++ {
