@@ -110,6 +110,8 @@ func (s *Scaler) adopt(l Listed) {
 		in.provState = l.State
 		s.deleteInstance(in, ReasonUnknown)
 		return
+	} else if s.replaceUnknown(l) {
+		return
 	}
 	var in *instance
 	switch l.State {
