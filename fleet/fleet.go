@@ -327,7 +327,12 @@ func (f *Fleet) dispatch(a scaler.Action, saved bool) {
 			f.Kick()
 		})
 	case scaler.Decrease:
-		f.log.Info("delete instance", "id", a.ID, "reason", a.Reason)
+		msg := "delete instance"
+		if a.Reason == scaler.ReasonReplacedUnknown {
+			// Say why: the operator may have started it by hand.
+			msg = "delete instance found running with no record of it: it cannot be reset, so a fresh one replaces it"
+		}
+		f.log.Info(msg, "id", a.ID, "reason", a.Reason)
 		f.call(func(ctx context.Context, err error) {
 			if err == nil {
 				_, err = f.opts.Provider.Decrease(ctx, []string{a.ID})

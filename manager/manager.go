@@ -324,7 +324,10 @@ func (m *Manager) coreConfig() (scaler.Config, error) {
 		// An instance found running that berth has no record of may hold
 		// an unknown job's files: reset it before its first job where the
 		// provider can (the same rule as recycle's).
-		ResetAdopted:    m.canRecycle(),
+		ResetAdopted: m.canRecycle(),
+		// Where it cannot, and the provider's instances are disposable (the
+		// clouds), replace it instead of handing it a job (issue 32).
+		Disposable:      m.info.Capabilities.Disposable,
 		DeleteOnDeadJob: as.DeleteInstanceOnDeadJob,
 		SuspendedCost:   as.SuspendedCost,
 		// The fleet advances the core every UpdateInterval; a longer step

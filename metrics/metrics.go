@@ -104,7 +104,8 @@ var deletionReasons = []scaler.Reason{scaler.ReasonIdle, scaler.ReasonMaxUse, sc
 	scaler.ReasonReadyHook, scaler.ReasonNotReady, scaler.ReasonProviderTimeout, scaler.ReasonEnvExpired,
 	scaler.ReasonUnclaimed, scaler.ReasonUnknown, scaler.ReasonDeadJob, scaler.ReasonSuspendFailed,
 	scaler.ReasonShutdown, scaler.ReasonRemovedByProvider, scaler.ReasonSuspendedIdle,
-	scaler.ReasonResumeFailed, scaler.ReasonEnvEvicted, scaler.ReasonResetFailed, scaler.ReasonOperator}
+	scaler.ReasonResumeFailed, scaler.ReasonEnvEvicted, scaler.ReasonResetFailed, scaler.ReasonOperator,
+	scaler.ReasonReplacedUnknown}
 
 // preinitialise creates every labelled series berth knows in advance at 0.
 func (m *Metrics) preinitialise() {

@@ -55,6 +55,15 @@ type Capabilities struct {
 	// implements Recycler for a backend that may not support it (an
 	// external plugin) says here whether it does.
 	Recycle bool `json:"recycle"`
+	// Disposable is true when the group's instances are interchangeable:
+	// berth may delete one and ask for another at will, and loses nothing
+	// but the boot time (a cloud's virtual machines). A running instance
+	// berth finds with no record of what ran there is then deleted and
+	// replaced when berth cannot reset it, instead of being handed a job
+	// next to what an unknown job left behind (docs/semantics.md,
+	// "Restart"). A provider whose instances are few and kept (a static
+	// list of hosts) leaves it false.
+	Disposable bool `json:"disposable"`
 }
 
 // Info describes an initialised instance group.

@@ -110,6 +110,8 @@ func (s *Scaler) adopt(l Listed) {
 		in.provState = l.State
 		s.deleteInstance(in, ReasonUnknown)
 		return
+	} else if s.replaceUnknown(l) {
+		return
 	}
 	var in *instance
 	switch l.State {
@@ -128,15 +130,7 @@ func (s *Scaler) adopt(l Listed) {
 		in = s.addInstance(l.ID, phaseCreating)
 		in.requested = requested
 		if !fromRequest && l.State == provider.StateRunning {
-			// An unknown running instance was set up by a previous process:
-			// adopt it idle without running the hook again, once reset.
-			in.provState = l.State
-			if s.cfg.ResetAdopted {
-				s.startReset(in)
-				return
-			}
-			s.setPhase(in, phaseBooting)
-			s.makeReady(in)
+			s.adoptRunning(in)
 			return
 		}
 		s.observeOne(in, l.State)

@@ -65,6 +65,12 @@ type Config struct {
 	// berth does not know may have left its files there, and the next job
 	// must not see them. Set it when the provider can reset an instance.
 	ResetAdopted bool
+	// Disposable says the provider's instances may be deleted and replaced
+	// at will (provider.Capabilities.Disposable). Without ResetAdopted, an
+	// instance listed running that berth has no record of is then deleted
+	// (reason replaced_unknown) and demand boots a fresh one, instead of
+	// being adopted with what an unknown job left there (see unknown.go).
+	Disposable bool
 	// DeleteOnDeadJob deletes, on restart, instances whose job died with the
 	// previous process instead of releasing their slots.
 	DeleteOnDeadJob bool

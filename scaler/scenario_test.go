@@ -465,7 +465,7 @@ func (h *harness) show(b *strings.Builder) {
 //
 //	capacity=N max=N max-use=N idle=N idle-time=D scale=F limit=N
 //	mode=on-demand|preemptive throttle=R burst=N hook heartbeat=D
-//	threshold=N suspend env-ttl=D delete-unknown delete-dead reset-adopted
+//	threshold=N suspend env-ttl=D delete-unknown delete-dead reset-adopted disposable
 //	ready-timeout=D listing-timeout=D suspended-idle-time=D
 //	suspended-count=N target-wait=D suspended-cost=F boot-estimate=D
 //	resume-estimate=D
@@ -525,6 +525,8 @@ func parseConfig(args map[string]string, flags []string, input string) (scaler.C
 			cfg.DeleteUnknown = true
 		case "reset-adopted":
 			cfg.ResetAdopted = true
+		case "disposable":
+			cfg.Disposable = true
 		case "delete-dead":
 			cfg.DeleteOnDeadJob = true
 		default:

@@ -117,3 +117,36 @@ func TestWithoutTheCapabilitiesCallsAreUnsupported(t *testing.T) {
 		t.Errorf("Watch on a group without the capability = %v; want ErrNotifyUnsupported", err)
 	}
 }
+
+// throwaway is a cloud's group: its instances may be deleted and replaced
+// at will, and it says so.
+type throwaway struct{ pool }
+
+func (g *throwaway) Init(ctx context.Context, s sdk.Settings) (sdk.Info, error) {
+	info, err := g.pool.Init(ctx, s)
+	info.Capabilities.Disposable = true
+	return info, err
+}
+
+// TestDisposableCrossesTheProtocol: the claim reaches the host as the group
+// made it, and a group that does not make it (the static example, a plugin
+// built before the field existed) reads as not disposable, so berth keeps
+// adopting its unknown instances as they are.
+func TestDisposableCrossesTheProtocol(t *testing.T) {
+	ctx := context.Background()
+	settings := sdk.Settings{Config: []byte(`{"zone":"a"}`), StateDir: "/state"}
+	info, err := connect(t, &throwaway{}).Init(ctx, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Capabilities.Disposable {
+		t.Errorf("Info.Capabilities = %+v; want disposable, which the group claims", info.Capabilities)
+	}
+	info, err = connect(t, &pool{}).Init(ctx, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Capabilities.Disposable {
+		t.Errorf("Info.Capabilities = %+v; want not disposable from a group that does not claim it", info.Capabilities)
+	}
+}

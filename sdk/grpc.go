@@ -107,6 +107,8 @@ func (s *server) Init(ctx context.Context, r *pb.InitRequest) (_ *pb.InitRespons
 			Suspend: info.Capabilities.Suspend && canSuspend,
 			Notify:  info.Capabilities.Notify && canNotify,
 			Recycle: info.Capabilities.Recycle && canRecycle,
+			// A claim about the instances, not a method: nothing to check.
+			Disposable: info.Capabilities.Disposable,
 		}}, nil
 }
 
@@ -303,7 +305,8 @@ func (c *Client) Init(ctx context.Context, s Settings) (Info, error) {
 	}
 	caps := r.GetCapabilities()
 	return Info{ID: r.GetId(), MaxSize: int(r.GetMaxSize()), Version: r.GetVersion(),
-		Capabilities: Capabilities{Suspend: caps.GetSuspend(), Notify: caps.GetNotify(), Recycle: caps.GetRecycle()}}, nil
+		Capabilities: Capabilities{Suspend: caps.GetSuspend(), Notify: caps.GetNotify(), Recycle: caps.GetRecycle(),
+			Disposable: caps.GetDisposable()}}, nil
 }
 
 // Update implements InstanceGroup.

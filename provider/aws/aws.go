@@ -129,10 +129,11 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		g.log.Warn("the group's MinSize is above 0: berth cannot remove its last instances; set MinSize to 0", "min", aws.ToInt32(grp.MinSize))
 	}
 	return provider.Info{
-		ID:           "aws/" + awsCfg.Region + "/" + cfg.Name,
-		MaxSize:      int(aws.ToInt32(grp.MaxSize)),
-		Version:      Version,
-		Capabilities: provider.Capabilities{Suspend: cfg.Suspend},
+		ID:      "aws/" + awsCfg.Region + "/" + cfg.Name,
+		MaxSize: int(aws.ToInt32(grp.MaxSize)),
+		Version: Version,
+		// Disposable: one Auto Scaling instance is as good as another.
+		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true},
 	}, nil
 }
 

@@ -285,6 +285,9 @@ func TestSuspendUnsupportedUnlessEnabled(t *testing.T) {
 	if info.Capabilities.Suspend {
 		t.Error("suspend capability advertised without suspend = true")
 	}
+	if !info.Capabilities.Disposable {
+		t.Error("Info does not claim disposable: berth would adopt an unknown running instance as it is")
+	}
 	g.Increase(ctx, 1)
 	if _, err := g.Suspend(ctx, cloud.Instances()); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "suspend = true") {
 		t.Errorf("Suspend = %v; want ErrUnsupported saying how to enable it", err)

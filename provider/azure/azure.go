@@ -194,10 +194,11 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		return provider.Info{}, err
 	}
 	return provider.Info{
-		ID:           "azure/" + cfg.SubscriptionID + "/" + cfg.ResourceGroup + "/" + cfg.Name,
-		MaxSize:      g.maxSize,
-		Version:      Version,
-		Capabilities: provider.Capabilities{Suspend: cfg.Suspend},
+		ID:      "azure/" + cfg.SubscriptionID + "/" + cfg.ResourceGroup + "/" + cfg.Name,
+		MaxSize: g.maxSize,
+		Version: Version,
+		// Disposable: one scale set instance is as good as another.
+		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true},
 	}, nil
 }
 

@@ -238,6 +238,9 @@ func TestSuspendUnsupportedUnlessEnabled(t *testing.T) {
 	if info.Capabilities.Suspend {
 		t.Error("suspend capability claimed with suspend off")
 	}
+	if !info.Capabilities.Disposable {
+		t.Error("Info does not claim disposable: berth would adopt an unknown running instance as it is")
+	}
 	if _, err := g.Suspend(context.Background(), []string{"berth-ci_0"}); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Suspend with suspend off: %v", err)
 	}

@@ -138,10 +138,11 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		}
 	}
 	return provider.Info{
-		ID:           "gcp/" + cfg.Project + "/" + location + "/" + cfg.Name,
-		MaxSize:      cfg.MaxSize,
-		Version:      Version,
-		Capabilities: provider.Capabilities{Suspend: cfg.Suspend},
+		ID:      "gcp/" + cfg.Project + "/" + location + "/" + cfg.Name,
+		MaxSize: cfg.MaxSize,
+		Version: Version,
+		// Disposable: one managed instance is as good as another.
+		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true},
 	}, nil
 }
 

@@ -282,6 +282,9 @@ func TestSuspendUnsupportedUnlessEnabled(t *testing.T) {
 	if info.Capabilities.Suspend {
 		t.Error("Info claims suspend with suspend off")
 	}
+	if !info.Capabilities.Disposable {
+		t.Error("Info does not claim disposable: berth would adopt an unknown running instance as it is")
+	}
 	g.Increase(ctx, 1)
 	for id := range listing(t, g) {
 		if _, err := g.Suspend(ctx, []string{id}); !errors.Is(err, ErrUnsupported) {

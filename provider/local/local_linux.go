@@ -150,9 +150,10 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		return provider.Info{}, fmt.Errorf(`local provider: cannot start sandboxes on this machine: %w; if namespaces are unavailable (containers without CAP_SYS_ADMIN, kernels or AppArmor policies that forbid unprivileged user namespaces), use provider "sim" or an external plugin instead`, err)
 	}
 	return provider.Info{
-		ID:           "local/" + p.group,
-		Version:      Version,
-		Capabilities: provider.Capabilities{Suspend: true, Notify: canNotify(), Recycle: true},
+		ID:      "local/" + p.group,
+		Version: Version,
+		// Disposable: a sandbox is made from the image in moments.
+		Capabilities: provider.Capabilities{Suspend: true, Notify: canNotify(), Recycle: true, Disposable: true},
 	}, nil
 }
 

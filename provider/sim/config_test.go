@@ -88,7 +88,7 @@ func TestInitConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := provider.Info{ID: "sim/seed-5", Version: Version, Capabilities: provider.Capabilities{Suspend: true}}
+	want := provider.Info{ID: "sim/seed-5", Version: Version, Capabilities: provider.Capabilities{Suspend: true, Disposable: true}}
 	if info != want {
 		t.Fatalf("Info = %+v, want %+v", info, want)
 	}

@@ -500,9 +500,10 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 	return provider.Info{
 		ID: fmt.Sprintf("sim/seed-%d", g.cfg.Seed),
 		// The quota is deliberately not advertised; see Config.Quota.
-		MaxSize:      0,
-		Version:      Version,
-		Capabilities: provider.Capabilities{Suspend: g.cfg.SupportsSuspend},
+		MaxSize: 0,
+		Version: Version,
+		// Disposable as the clouds it stands for.
+		Capabilities: provider.Capabilities{Suspend: g.cfg.SupportsSuspend, Disposable: true},
 	}, nil
 }
 

@@ -151,7 +151,14 @@ type Capabilities struct {
 	// notify: the plugin serves Watch.
 	Notify bool `protobuf:"varint,2,opt,name=notify,proto3" json:"notify,omitempty"`
 	// recycle: the plugin serves Recycle.
-	Recycle       bool `protobuf:"varint,3,opt,name=recycle,proto3" json:"recycle,omitempty"`
+	Recycle bool `protobuf:"varint,3,opt,name=recycle,proto3" json:"recycle,omitempty"`
+	// disposable: the group's instances are interchangeable and berth may
+	// delete one and ask for another at will (a cloud's virtual machines). A
+	// host that finds a running instance it has no record of, and cannot
+	// recycle, then replaces it rather than hand it a job. Added within
+	// version 1: an older plugin leaves it false, and the host adopts such an
+	// instance as it is.
+	Disposable    bool `protobuf:"varint,4,opt,name=disposable,proto3" json:"disposable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -203,6 +210,13 @@ func (x *Capabilities) GetNotify() bool {
 func (x *Capabilities) GetRecycle() bool {
 	if x != nil {
 		return x.Recycle
+	}
+	return false
+}
+
+func (x *Capabilities) GetDisposable() bool {
+	if x != nil {
+		return x.Disposable
 	}
 	return false
 }
@@ -807,11 +821,14 @@ const file_provider_proto_rawDesc = "" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x1b\n" +
 	"\tstate_dir\x18\x02 \x01(\tR\bstateDir\x12\x18\n" +
-	"\aprivate\x18\x03 \x03(\tR\aprivate\"Z\n" +
+	"\aprivate\x18\x03 \x03(\tR\aprivate\"z\n" +
 	"\fCapabilities\x12\x18\n" +
 	"\asuspend\x18\x01 \x01(\bR\asuspend\x12\x16\n" +
 	"\x06notify\x18\x02 \x01(\bR\x06notify\x12\x18\n" +
-	"\arecycle\x18\x03 \x01(\bR\arecycle\"4\n" +
+	"\arecycle\x18\x03 \x01(\bR\arecycle\x12\x1e\n" +
+	"\n" +
+	"disposable\x18\x04 \x01(\bR\n" +
+	"disposable\"4\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"\x98\x01\n" +
