@@ -140,6 +140,11 @@ type Config struct {
 	// (default 1m), for a picture of what the policy did.
 	Timeline    func(Sample)
 	SampleEvery time.Duration
+	// JobStarted, if set, is called when job j (its index in the replayed
+	// jobs) gets its slot, with its wait from arrival and whether that
+	// wait counts in the statistics (false: it arrived in the warm-up).
+	// It says which jobs waited, which p95 alone does not.
+	JobStarted func(j int, wait time.Duration, measured bool)
 }
 
 // Sample is the state of a replay at one moment, for the SVG picture.
@@ -557,9 +562,14 @@ func (r *runner) sample() {
 func (r *runner) run(j int) {
 	r.status[j] = stRunning
 	r.began[j] = r.now
-	w := r.now.Sub(r.jobs[j].Arrival).Seconds()
-	if r.jobs[j].Arrival.Sub(r.start) >= r.cfg.Warmup {
+	wait := r.now.Sub(r.jobs[j].Arrival)
+	w := wait.Seconds()
+	measured := r.jobs[j].Arrival.Sub(r.start) >= r.cfg.Warmup
+	if measured {
 		r.waits = append(r.waits, w)
+	}
+	if r.cfg.JobStarted != nil {
+		r.cfg.JobStarted(j, wait, measured)
 	}
 	r.waitSince = max(r.waitSince, w)
 	r.ends.push(endAt{at: r.now.Add(r.jobs[j].Duration), job: j})

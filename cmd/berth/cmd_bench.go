@@ -29,6 +29,7 @@ func newBenchCmd() *cobra.Command {
 		svgFile     string
 		schedule    []string
 		htmlFile    string
+		jobsFile    string
 		ff          frontierFlags
 	)
 	cmd := &cobra.Command{
@@ -87,6 +88,17 @@ policy did over time.`,
 			if cfg.TargetWait > 0 && !cmd.Flags().Changed("idle-time") {
 				cfg.IdleTime = 0
 			}
+			var jobLog *benchJobLog
+			if jobsFile != "" {
+				// The replay starts at the window's start or its first
+				// arrival, whichever is earlier (bench.Run).
+				from := start
+				if jobs[0].Arrival.Before(from) {
+					from = jobs[0].Arrival
+				}
+				jobLog = newBenchJobLog(jobs, from, cfg.Warmup)
+				cfg.JobStarted = jobLog.record
+			}
 			if benchIsTerminal(os.Stderr) {
 				cfg.Progress = benchProgressBar(cmd.ErrOrStderr())
 			}
@@ -108,6 +120,11 @@ policy did over time.`,
 			}
 			if htmlFile != "" {
 				if err := writeBenchHTML(htmlFile, samples, res); err != nil {
+					return err
+				}
+			}
+			if jobLog != nil {
+				if err := jobLog.write(jobsFile); err != nil {
 					return err
 				}
 			}
@@ -148,6 +165,7 @@ policy did over time.`,
 	addBenchPollFlags(f, &cfg)
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&htmlFile, "html", "", "also write an HTML report with zoomable charts (as the web console's) of the replay into this file")
+	f.StringVar(&jobsFile, "jobs", "", "also write one CSV line per job into this file: job,arrival_unix_s,arrival_utc,wait_s,counted (measured or warmup)")
 	f.StringVar(&svgFile, "svg", "", "also draw demand, hot, suspended and booting instances and the wait over time into this SVG file")
 	addBenchPoolFlags(f, &cfg, &schedule)
 	addBenchFrontierFlags(f, &ff)
