@@ -47,7 +47,8 @@ func TestAWSPluginRunsTheDockerExecutorPipeline(t *testing.T) {
 	}
 
 	b := job("build", "build", []string{
-		"! command -v git", // the image has no git
+		"grep -q NAME=berth-test-image /etc/os-release", // the script runs in the image
+		"! command -v git", // which has no git (the instance has)
 		"cat README",       // yet the sources are there
 		`test "$PWD" = "$CI_PROJECT_DIR"`,
 		"mkdir -p out-$CI_JOB_ID tmp .cache",
@@ -91,6 +92,11 @@ insecure_registries = [%q]
 	btr := fake.Job(build).Trace()
 	if !strings.Contains(btr, "checked out by berth") || !strings.Contains(btr, "section_start:") {
 		t.Errorf("build trace:\n%s", btr)
+	}
+	// berth pulls on the host only for local instances; the instance's
+	// runner pulled this one itself.
+	if !strings.Contains(btr, "Pulled image "+img) || strings.Contains(btr, "on the host") {
+		t.Errorf("the build trace does not show the instance pulling %s:\n%s", img, btr)
 	}
 	got := map[string]gitlabfake.Uploaded{}
 	for _, u := range fake.Job(build).Artifacts() {
