@@ -202,7 +202,7 @@ func pipelineRepo(t *testing.T) (string, string) {
 }
 
 // waitGitLabJob waits until every job of the fake is done and job id
-// succeeded. The bound is a guard against a hang, not a expectation: a
+// succeeded. The bound is a guard against a hang, not an expectation: a
 // fresh instance, the runner's copy and a pull come before each script.
 func waitGitLabJob(t *testing.T, fake *gitlabfake.Fake, id int64) {
 	t.Helper()
