@@ -1,10 +1,7 @@
 package manager
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
@@ -23,39 +20,15 @@ import (
 func TestGitLabDockerPipeline(t *testing.T) {
 	host := imagetest.Registry(t)
 	img := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
-	repo, sha := gitRepo(t)
+	repo, sha := gitlabfake.Repo(t)
 	fake := gitlabfake.New(gitlabfake.Options{Token: "glrt-good", TraceUpdateInterval: 1})
 	defer fake.Close()
-	vars := []gitlabfake.Variable{
+	pipe := gitlabfake.DockerPipeline{Fake: fake, Repo: repo, Sha: sha, Image: img, Variables: []gitlabfake.Variable{
 		// The repository is a directory on the host, owned by another uid
 		// than the job's; a real GitLab serves it over HTTP.
 		{Key: "GIT_CONFIG_GLOBAL", Value: strings.TrimPrefix(repo, "file://") + "/jobs.gitconfig"},
-	}
-	job := func(name, stage string, script []string) gitlabfake.JobSpec {
-		return gitlabfake.JobSpec{Name: name, Stage: stage, ProjectID: 9, RepoURL: repo, Ref: "main", Sha: sha,
-			Image: img, Variables: vars, Script: script}
-	}
-
-	b := job("build", "build", []string{
-		"! command -v git", // the image has no git
-		"cat README",       // yet the sources are there
-		`test "$PWD" = "$CI_PROJECT_DIR"`,
-		"mkdir -p out-$CI_JOB_ID tmp .cache",
-		"echo built > out-$CI_JOB_ID/result.txt",
-		"echo scratch > tmp/scratch.txt",
-		"echo cached > .cache/c.txt",
-		`echo '<testsuite name="unit" tests="1"/>' > junit.xml`,
-		"echo DEPLOY_TARGET=staging-$CI_JOB_ID > build.env",
-		`echo '[{"description":"x","severity":"minor"}]' > gl-code-quality-report.json`,
-	})
-	b.Artifacts = []gitlabfake.Artifact{
-		{Name: "bin-$CI_JOB_ID", Paths: []string{"out-$CI_JOB_ID/", "tmp/"}, Exclude: []string{"tmp/**"}},
-		{Type: "junit", Format: "gzip", Paths: []string{"junit.xml"}},
-		{Type: "dotenv", Format: "gzip", Paths: []string{"build.env"}},
-		{Type: "codequality", Format: "raw", Paths: []string{"gl-code-quality-report.json"}},
-	}
-	b.Cache = []gitlabfake.Cache{{Key: "deps", Paths: []string{".cache/"}}}
-	build := fake.AddJob(b)
+	}}
+	build := pipe.AddBuild()
 
 	startManager(t, fmt.Sprintf(`
 [[source]]
@@ -77,61 +50,28 @@ insecure_registries = [%q]
 `, fake.URL(), strings.TrimPrefix(repo, "file://"), host))
 
 	waitJob(t, fake, build)
-	btr := fake.Job(build).Trace()
-	if !strings.Contains(btr, "checked out by berth") || !strings.Contains(btr, "section_start:") {
-		t.Errorf("build trace:\n%s", btr)
+	for _, p := range pipe.BuildProblems(build) {
+		t.Error(p)
 	}
-	ups := fake.Job(build).Artifacts()
-	got := map[string]gitlabfake.Uploaded{}
-	for _, u := range ups {
-		got[u.Type] = u
-	}
-	bid := fmt.Sprint(build)
-	if a := got["archive"]; a.Filename != "bin-"+bid+".zip" || a.Format != "zip" {
-		t.Errorf("archive uploaded as %+v", a)
-	}
-	if u := got["junit"]; u.Format != "gzip" || !strings.Contains(gunzip(t, u.Data), "testsuite") {
-		t.Errorf("junit uploaded as %q %q", u.Format, u.Filename)
-	}
-	if u := got["dotenv"]; u.Format != "gzip" || !strings.Contains(gunzip(t, u.Data), "DEPLOY_TARGET=staging-"+bid) {
-		t.Errorf("dotenv uploaded as %q %q", u.Format, u.Filename)
-	}
-	if u := got["codequality"]; u.Format != "raw" || u.Filename != "gl-code-quality-report.json" || !strings.Contains(string(u.Data), `"severity":"minor"`) {
-		t.Errorf("code quality uploaded as %q %q %q", u.Format, u.Filename, u.Data)
-	}
-
-	tj := job("test", "test", []string{
-		"cat out-" + bid + "/result.txt",
-		"test ! -e tmp/scratch.txt",
-		"cat .cache/c.txt",
-		"cat README",
-	})
-	tj.Dependencies = []int64{build}
-	tj.Cache = []gitlabfake.Cache{{Key: "deps", Paths: []string{".cache/"}, Policy: "pull"}}
-	test := fake.AddJob(tj)
+	test := pipe.AddTest(build)
 	waitJob(t, fake, test)
-	ttr := fake.Job(test).Trace()
-	for _, want := range []string{"built", "cached", "checked out by berth"} {
-		if !strings.Contains(ttr, want) {
-			t.Errorf("test trace lacks %q:\n%s", want, ttr)
-		}
+	for _, p := range pipe.TestProblems(test) {
+		t.Error(p)
 	}
-
-	dj := job("deploy", "deploy", []string{`echo "deploying to $DEPLOY_TARGET"`})
-	dj.Dependencies = []int64{build}
-	deploy := fake.AddJob(dj)
+	deploy := pipe.AddDeploy(build)
 	waitJob(t, fake, deploy)
-	if dtr := fake.Job(deploy).Trace(); !strings.Contains(dtr, "deploying to staging-"+bid) {
-		t.Errorf("deploy did not read the dotenv variable:\n%s", dtr)
+	for _, p := range pipe.DeployProblems(build, deploy) {
+		t.Error(p)
 	}
-	if a, b := instanceOf(btr), instanceOf(ttr); a == "" || a == b {
+	ttr := fake.Job(test).Trace()
+	if a, b := gitlabfake.InstanceOf(fake.Job(build).Trace()), gitlabfake.InstanceOf(ttr); a == "" || a == b {
 		t.Errorf("build ran on %q and test on %q: want fresh instances", a, b)
 	}
 
 	// An image that cannot be pulled: image_pull_failure, said once, and
 	// no after_script (there is nothing to run it in).
-	mj := job("missing", "test", []string{"true"})
-	mj.Image, mj.AfterScript = host+"/nothing:1", []string{"echo after"}
+	mj := gitlabfake.JobSpec{Name: "missing", Stage: "test", ProjectID: 9, RepoURL: repo, Ref: "main", Sha: sha,
+		Image: host + "/nothing:1", Variables: pipe.Variables, Script: []string{"true"}, AfterScript: []string{"echo after"}}
 	// A GitLab that knows image_pull_failure lists it for the job.
 	mj.FailureReasons = append(append([]string(nil), gitlabfake.DefaultFailureReasons...), "image_pull_failure")
 	missing := fake.AddJob(mj)
@@ -146,15 +86,6 @@ insecure_registries = [%q]
 	t.Logf("test trace:\n%s", ttr)
 }
 
-func gunzip(t *testing.T, b []byte) string {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(zr)
-	return string(out)
-}
-
 // A configured builds_dir is bound into the image too: the checkout is
 // there for the script, and what the script leaves there is uploaded, not
 // lost in the image's root. (On the local provider it must lie on the
@@ -162,7 +93,7 @@ func gunzip(t *testing.T, b []byte) string {
 func TestGitLabImageJobConfiguredBuildsDir(t *testing.T) {
 	host := imagetest.Registry(t)
 	img := imagetest.Push(t, host, "busybox:1", imagetest.Busybox(t, ""))
-	repo, sha := gitRepo(t)
+	repo, sha := gitlabfake.Repo(t)
 	fake := gitlabfake.New(gitlabfake.Options{Token: "glrt-good", TraceUpdateInterval: 1})
 	defer fake.Close()
 	id := fake.AddJob(gitlabfake.JobSpec{RepoURL: repo, Ref: "main", Sha: sha, Image: img,

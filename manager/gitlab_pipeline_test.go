@@ -113,7 +113,7 @@ preemptive_mode = false
 		}
 	}
 	t.Logf("stage 2 trace:\n%s", tr)
-	if a, b := instanceOf(fake.Job(build).Trace()), instanceOf(tr); a == "" || a == b {
+	if a, b := gitlabfake.InstanceOf(fake.Job(build).Trace()), gitlabfake.InstanceOf(tr); a == "" || a == b {
 		t.Errorf("stage 1 ran on %q and stage 2 on %q: want two instances (max_use_count = 1)", a, b)
 	}
 	if c := m.fleet.Counts(); c.Granted < 2 {
@@ -132,14 +132,4 @@ func waitJob(t *testing.T, fake *gitlabfake.Fake, id int64) {
 	if j := fake.Job(id); j.ReportedState() != "success" {
 		t.Fatalf("job %d: %s (%s)\n%s", id, j.ReportedState(), j.FailureReason(), j.Trace())
 	}
-}
-
-// instanceOf reads the instance a job ran on from its trace.
-func instanceOf(trace string) string {
-	_, rest, ok := strings.Cut(trace, "Running on instance ")
-	if !ok {
-		return ""
-	}
-	id, _, _ := strings.Cut(rest, "\n")
-	return id
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,45 +80,10 @@ func deleteSandboxes(t *testing.T, stateDir string) {
 	}
 }
 
-// gitRepo makes a real repository with one commit and returns its file:// URL and sha.
-func gitRepo(t *testing.T) (url, sha string) {
-	t.Helper()
-	// Not under /tmp: a sandbox has a private /tmp and would not see it.
-	dir, err := os.MkdirTemp("/var/tmp", "berth-repo-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	// Jobs run as a subordinate uid when berth is root: the repository
-	// must be world-readable, as a git server's would be to its clients.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	run("init", "-q", "-b", "main")
-	os.WriteFile(filepath.Join(dir, "README"), []byte("checked out by berth\n"), 0o644)
-	run("add", "README")
-	run("commit", "-q", "-m", "first")
-	// Untracked: git config for the jobs that fetch from here (see the
-	// GIT_CONFIG_GLOBAL variable of the jobs).
-	os.WriteFile(filepath.Join(dir, "jobs.gitconfig"), []byte("[safe]\n\tdirectory = *\n"), 0o644)
-	return "file://" + dir, run("rev-parse", "HEAD")
-}
-
 func TestGitLabFiftyJobsOnFiveInstances(t *testing.T) {
 	fake := gitlabfake.New(gitlabfake.Options{Token: "glrt-good", TraceUpdateInterval: 1})
 	defer fake.Close()
-	repo, sha := gitRepo(t)
+	repo, sha := gitlabfake.Repo(t)
 	secret := "s3cr3t-value"
 	var ids []int64
 	for i := range 50 {

@@ -5,8 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,10 +38,7 @@ func (f sshFiles) Stream(ctx context.Context, script string, stdin io.Reader, st
 // finds them at CI_PROJECT_DIR, and the artifacts and the dotenv report it
 // leaves there reach the next job on another instance.
 func TestGitLabPipelineOnSSHInstances(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
-	repo, sha := gitRepo(t)
+	repo, sha := gitlabfake.Repo(t)
 	cloud, key := fakeAWS(t, awsfake.Options{MaxSize: 2, BootTime: 100 * time.Millisecond, TerminateTime: 50 * time.Millisecond})
 	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
@@ -66,7 +61,7 @@ func TestGitLabPipelineOnSSHInstances(t *testing.T) {
 			"mkdir -p out", "echo built > out/x", "echo TARGET=prod > build.env"},
 		Artifacts: []gitlabfake.Artifact{{Paths: []string{"out/"}}, {Type: "dotenv", Format: "gzip", Paths: []string{"build.env"}}}})
 	out1, inst1 := runOnInstance(t, f, src, gl, "job-1")
-	if !strings.Contains(out1, "checked out on the instance") {
+	if !strings.Contains(out1, gitlabfake.Checkout) {
 		t.Errorf("build output:\n%s", out1)
 	}
 	test := gl.AddJob(gitlabfake.JobSpec{Name: "test", RepoURL: repo, Sha: sha, Dependencies: []int64{build},
@@ -117,24 +112,4 @@ func runOnInstance(t *testing.T, f *fleet.Fleet, src *gitlab.Source, gl *gitlabf
 		t.Fatalf("job on %s: %+v\n%s", acq.Instance, res, gl.Job(id).Trace())
 	}
 	return out.String(), acq.Instance
-}
-
-// gitRepo makes a repository with one commit on main.
-func gitRepo(t *testing.T) (string, string) {
-	t.Helper()
-	dir := t.TempDir()
-	git := func(args ...string) string {
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	git("init", "-q")
-	os.WriteFile(filepath.Join(dir, "README"), []byte("checked out on the instance\n"), 0o644)
-	git("add", "README")
-	git("commit", "-q", "-m", "first")
-	return "file://" + dir, git("rev-parse", "HEAD")
 }
