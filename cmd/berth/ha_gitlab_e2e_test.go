@@ -44,7 +44,22 @@ func addSleeper(fake *gitlabfake.Fake) int64 {
 		Variables: []gitlabfake.Variable{{Key: "GIT_STRATEGY", Value: "none"}}})
 }
 
-// runningOnLeader waits until the job's script runs on leader a.
+// leaderRunningAGitLabJob starts a leader a and a standby b sharing one
+// etcd and a GitLab fake, and returns once a's job id runs.
+func leaderRunningAGitLabJob(t *testing.T) (fake *gitlabfake.Fake, id int64, f *haFleet, a, b *daemon) {
+	t.Helper()
+	fake, toml := haGitLab(t)
+	id = addSleeper(fake)
+	f = newHAFleet(t, 1, toml)
+	a = f.manager()
+	a.waitRole(30*time.Second, "leader")
+	b = f.manager()
+	b.waitRole(30*time.Second, "standby")
+	runningOnLeader(t, fake, id)
+	return fake, id, f, a, b
+}
+
+// runningOnLeader waits until the job's script runs on the leader.
 func runningOnLeader(t *testing.T, fake *gitlabfake.Fake, id int64) {
 	t.Helper()
 	waitFor(t, 2*time.Minute, "the GitLab job to start on the leader", func() bool {
@@ -82,14 +97,7 @@ func (f *haFleet) ledgerKeys() []string {
 // of its term, fails the job on GitLab with the runner's own failure
 // reason, from the record the dead leader left in etcd.
 func TestHAKill9LeaderItsGitLabJobIsFailedByTheNewLeader(t *testing.T) {
-	fake, toml := haGitLab(t)
-	id := addSleeper(fake)
-	f := newHAFleet(t, 1, toml)
-	a := f.manager()
-	a.waitRole(30*time.Second, "leader")
-	b := f.manager()
-	b.waitRole(30*time.Second, "standby")
-	runningOnLeader(t, fake, id)
+	fake, id, f, a, b := leaderRunningAGitLabJob(t)
 
 	a.kill9()
 	killed := time.Now()
@@ -113,14 +121,7 @@ func TestHAKill9LeaderItsGitLabJobIsFailedByTheNewLeader(t *testing.T) {
 // GitLab before the leader hands over; GitLab does not keep it running,
 // and the new leader has nothing of it left to fail.
 func TestHALeaderStoppedCleanlyLeavesItsGitLabJobFailed(t *testing.T) {
-	fake, toml := haGitLab(t)
-	id := addSleeper(fake)
-	f := newHAFleet(t, 1, toml)
-	a := f.manager()
-	a.waitRole(30*time.Second, "leader")
-	b := f.manager()
-	b.waitRole(30*time.Second, "standby")
-	runningOnLeader(t, fake, id)
+	fake, id, f, a, b := leaderRunningAGitLabJob(t)
 
 	if keys := f.ledgerKeys(); len(keys) != 1 {
 		t.Errorf("the ledger holds %v while the job runs, want its one key", keys)
