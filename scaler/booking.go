@@ -143,6 +143,7 @@ func (s *Scaler) Acquire(key string) (instanceID string, ok bool, err error) {
 	if r.inst != nil && (r.env == nil || r.inst.phase == phaseReady) {
 		if !r.acquired {
 			r.acquired = true
+			s.started(r)
 			s.acquired++
 			s.dirty = true
 		}
@@ -189,6 +190,9 @@ func (s *Scaler) Release(key string) error {
 	if in := r.inst; in != nil && r.acquired {
 		in.useCount++
 		s.arr.release(s.now)
+		if !r.startedAt.IsZero() {
+			s.runs.add(s.now.Sub(r.startedAt))
+		}
 	}
 	s.dropReservation(r)
 	return nil

@@ -102,6 +102,9 @@ type reservation struct {
 	// arrivedAt is when the job arrived in its source (ArrivedAt) or else
 	// was taken (its first Acquire), to learn its wait (refill.go).
 	arrivedAt time.Time
+	// startedAt is when the job got its slot, to learn how long jobs run
+	// (returns.go); zero for a job restored from state.
+	startedAt time.Time
 }
 
 type env struct {
@@ -226,6 +229,7 @@ func (s *Scaler) bindQueued() {
 		if r.waiting {
 			r.waiting = false
 			r.acquired = true
+			s.started(r)
 			s.acquired++
 			s.emit(Bound{Key: r.key, InstanceID: r.inst.id})
 			if r.env == nil && !r.arrivedAt.IsZero() {

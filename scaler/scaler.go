@@ -159,7 +159,10 @@ type Scaler struct {
 	queued int
 	// arr is the learned arrival pattern; sized the pool sizes chosen from
 	// it for target_wait; bootEst and resumeEst what boots and resumes took.
-	arr       *arrivals
+	arr *arrivals
+	// runs is how long jobs ran, learned from releases (returns.go); not
+	// persisted: a restarted core relearns it from minDurations releases.
+	runs      durations
 	sized     Sized
 	bootEst   time.Duration
 	resumeEst time.Duration

@@ -135,6 +135,11 @@ func (s *Scaler) scaleUp() {
 		// own: booting for them too would only make a surplus that is
 		// deleted unused later. How soon is learned (refill.go).
 		ret := int(s.arr.returning(s.now, s.refillHorizon(p)))
+		// After a lull the release rate is near zero though the busy
+		// jobs of the last build end within minutes (returns.go).
+		if s.countLearnedReturns(p, pool) {
+			ret = max(ret, int(s.expectedReturns(s.refillHorizon(p))))
+		}
 		want -= min(stock, ret)
 	}
 	want = min(want, s.cfg.MaxInstances-s.Total())

@@ -169,6 +169,7 @@ func (s *Scaler) finishResume(in *instance) {
 	in.used++
 	r.inst, r.slot = in, e.slot
 	r.acquired, r.waiting = true, false
+	s.started(r)
 	s.acquired++
 	s.updateFree(in)
 	s.emit(Bound{Key: r.key, InstanceID: in.id, State: e.state})
