@@ -6,9 +6,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +13,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/berth-ci/berth/internal/awsfake"
+	"github.com/berth-ci/berth/internal/fakehost"
 )
 
 // awsFake starts a fake AWS region and returns it, the directory holding
@@ -28,18 +25,13 @@ import (
 func awsFake(t *testing.T, opts awsfake.Options, max int) (*awsfake.Cloud, string, string) {
 	t.Helper()
 	bin := pluginBin(t, "cmd/berth-provider-aws", "berth-provider-aws")
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "key.pem")
+	pub, err := fakehost.WriteKeyPair(keyPath, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sshPub, _ := ssh.NewPublicKey(pub)
-	block, _ := ssh.MarshalPrivateKey(priv, "")
-	dir := t.TempDir()
-	keyPath := filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts.AuthorizedKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
+	opts.AuthorizedKey = pub
 	opts.Dir = filepath.Join(dir, "instances")
 	cloud, err := awsfake.New(opts)
 	if err != nil {

@@ -8,10 +8,7 @@ package main
 // through: throttling, kill -9 of the plugin and of berth, listing lag.
 
 import (
-	"crypto/ed25519"
-	crand "crypto/rand"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,10 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/berth-ci/berth/api"
 	"github.com/berth-ci/berth/internal/azurefake"
+	"github.com/berth-ci/berth/internal/fakehost"
 )
 
 // azureFake is a fake Azure subscription and the provider_config that
@@ -41,21 +37,13 @@ type azureFake struct {
 // environment would.
 func startAzureFake(t *testing.T, opts azurefake.Options, extra map[string]any) *azureFake {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(crand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshPub, _ := ssh.NewPublicKey(pub)
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	keyPath, caPath := filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
+	pub, err := fakehost.WriteKeyPair(keyPath, "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	opts.AuthorizedKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
+	opts.AuthorizedKey = pub
 	opts.Dir = t.TempDir()
 	cloud, err := azurefake.New(opts)
 	if err != nil {

@@ -8,24 +8,20 @@ package main
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/fakehost"
 	"github.com/berth-ci/berth/internal/gcpfake"
 )
 
@@ -34,18 +30,13 @@ import (
 func gcpDaemon(t *testing.T, opts gcpfake.Options, max int) (*daemon, *gcpfake.Cloud) {
 	t.Helper()
 	bin := pluginBin(t, "cmd/berth-provider-gcp", "berth-provider-gcp")
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	dir := t.TempDir()
+	keyPath, saPath := filepath.Join(dir, "key.pem"), filepath.Join(dir, "sa.json")
+	pub, err := fakehost.WriteKeyPair(keyPath, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sshPub, _ := ssh.NewPublicKey(pub)
-	block, _ := ssh.MarshalPrivateKey(priv, "")
-	dir := t.TempDir()
-	keyPath, saPath := filepath.Join(dir, "key.pem"), filepath.Join(dir, "sa.json")
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts.AuthorizedKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
+	opts.AuthorizedKey = pub
 	opts.Dir = filepath.Join(dir, "instances")
 	cloud, err := gcpfake.New(opts)
 	if err != nil {
