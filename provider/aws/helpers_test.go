@@ -47,23 +47,8 @@ func fakeAWS(t *testing.T, opts awsfake.Options) (*awsfake.Cloud, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cloud.Close)
-	staticCredentials(t)
+	awsfake.StaticCredentials(t)
 	return cloud, keyPath
-}
-
-// staticCredentials makes the SDK's default chain find static keys in the
-// environment and nothing on this machine.
-func staticCredentials(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_REGION", "")
-	t.Setenv("AWS_DEFAULT_REGION", "")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }
 
 // configFor is the provider_config that points the provider at cloud, with
