@@ -18,6 +18,12 @@
 # it exits 1 if there is one. Traces are generated once into DIR and reused.
 # A run takes about a second; JOBS (default 2) run at once, under nice, so a
 # shared machine stays usable.
+#
+# POLICY replaces berth's policy flags (default --target-wait 15s). The
+# history bound of docs/bench.md keeps every instance it ever booted,
+# suspended, for ever and at no extra charge to the p95:
+#
+#	POLICY="--idle-time 0s --suspended-idle-time 10000h" bench/table.sh BIN DIR
 set -eu
 
 if [ "${1:-}" = -diff ]; then
@@ -54,7 +60,7 @@ done | xargs -P "${JOBS:-2}" -L 1 sh -c '
 	if [ "$m" = day ]; then hist="--warmup 24h"; else hist=--no-history; fi
 	out=$(nice -n 10 "'"$bin"'" bench --trace "'"$dir"'/$s-$n.csv" --boot-time 60s \
 		--resume-time 10s --suspended-cost 0.1 --max-instances 1000 \
-		--target-wait 15s $hist --json)
+		'"${POLICY:---target-wait 15s}"' $hist --json)
 	p95=$(echo "$out" | tr -d " \n" | sed "s/.*\"wait_p95_s\":\([0-9.]*\).*/\1/")
 	util=$(echo "$out" | tr -d " \n" | sed "s/.*\"utilization\":\([0-9.e-]*\).*/\1/")
 	boots=$(echo "$out" | tr -d " \n" | sed "s/.*\"boots\":\([0-9]*\).*/\1/")

@@ -26,6 +26,17 @@ func TestStandingNeedFromEpisodes(t *testing.T) {
 	if _, ok := weekend.standing(tuesday); ok {
 		t.Fatal("a weekday holds the weekend's standing need")
 	}
+	// The weekend shape's seeds 1 and 3: two batches an hour or half an
+	// hour apart are two bursts of the pattern; the third finds a pool.
+	if nd, ok := day(1, map[int]float64{8: 200, 12: 190}).standing(saturday); !ok || nd.Tier != 200 {
+		t.Fatalf("two batches an hour apart: standing %v %v, want 200", nd, ok)
+	}
+	if nd, ok := day(1, map[int]float64{8: 200, 9: 190}).standing(saturday); ok {
+		t.Fatalf("one batch across two slots holds a standing need %v", nd)
+	}
+	if nd, ok := day(1, map[int]float64{8: 200, 10: 40}).standing(saturday); ok {
+		t.Fatalf("a batch and a small build hold a standing need %v", nd)
+	}
 	office := map[int]float64{}
 	for s := 36; s < 72; s += 3 { // a build every 45 minutes, 9-18 h
 		office[s] = 40
