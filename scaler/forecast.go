@@ -142,6 +142,11 @@ type arrivals struct {
 	trust float64
 
 	recent   float64 // arrivals per second, exponentially weighted
+	// lastCounts holds the arrivals of the last unlikeSlots slots that
+	// ended, and lastExpected what the profile expected of each before it
+	// learned from it (−1: not seen), by slot (unlike.go).
+	lastCounts   [unlikeSlots]int
+	lastExpected [unlikeSlots]float64
 	releases float64 // jobs ending per second, exponentially weighted
 	recentAt time.Time
 	changed  bool          // the durable profile changed since the last State
@@ -160,6 +165,7 @@ type arrivals struct {
 
 func newArrivals() *arrivals {
 	a := &arrivals{tierH: time.Minute, trust: 0.5, expSlot: -1}
+	a.lastExpected = [unlikeSlots]float64{-1, -1, -1, -1}
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
 	a.m.WeekHot = make([]float64, slotsPerWeek)
@@ -293,6 +299,8 @@ func (a *arrivals) roll(now time.Time) {
 		a.prev = nd
 		w := weekSlot(a.slotStart)
 		d := daySlot(w)
+		a.lastCounts[a.folds%unlikeSlots] = a.slotCount
+		a.lastExpected[a.folds%unlikeSlots] = a.expectedArrivals(w)
 		foldNeed(&a.m.WeekRate[w], &a.m.WeekBurst[w], &a.m.WeekHot[w], &a.m.WeekDrain[w], &a.m.WeekSeen[w], rate, nd)
 		foldNeed(&a.m.DayRate[d], &a.m.DayBurst[d], &a.m.DayHot[d], &a.m.DayDrain[d], &a.m.DaySeen[d], rate, nd)
 		a.slotStart = a.slotStart.Add(profileSlot)

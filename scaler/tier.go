@@ -149,7 +149,9 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 	// no tier, a boot within target_wait, keeps no depth). At full trust
 	// the returns refill the tier by themselves and the surplus goes.
 	if s.tierOn(p) && p.TargetWait > 0 && p.SuspendedIdleTime == 0 {
-		if n, ok := s.arr.expectedJobs(s.now, keep); ok {
+		if s.arr.unlike(s.now) {
+			expired = 0 // a day unlike its profile keeps its surplus (unlike.go)
+		} else if n, ok := s.arr.expectedJobs(s.now, keep); ok {
 			expired = max(expired, s.pooled-max(s.poolTarget(p), n))
 		} else if s.arr.trust < 1 {
 			t := s.poolTarget(p)
