@@ -141,19 +141,19 @@ type arrivals struct {
 	// learned again after a restart.
 	trust float64
 
-	recent   float64 // arrivals per second, exponentially weighted
+	recent float64 // arrivals per second, exponentially weighted
 	// lastCounts holds the arrivals of the last unlikeSlots slots that
 	// ended, and lastExpected what the profile expected of each before it
 	// learned from it (−1: not seen), by slot (unlike.go).
 	lastCounts   [unlikeSlots]int
 	lastExpected [unlikeSlots]float64
-	releases float64 // jobs ending per second, exponentially weighted
-	recentAt time.Time
-	changed  bool          // the durable profile changed since the last State
-	loaded   bool          // a persisted model was loaded
-	snap     *ArrivalModel // the last snapshot, until the profile changes
-	folded   bool          // a slot was folded into the profile
-	folds    int           // slots folded so far
+	releases     float64 // jobs ending per second, exponentially weighted
+	recentAt     time.Time
+	changed      bool          // the durable profile changed since the last State
+	loaded       bool          // a persisted model was loaded
+	snap         *ArrivalModel // the last snapshot, until the profile changes
+	folded       bool          // a slot was folded into the profile
+	folds        int           // slots folded so far
 
 	env      envelope             // surprises of the last hour (envelope.go)
 	floors   floorCounts          // arrivals of the last hours (floor.go)
@@ -291,6 +291,7 @@ func (a *arrivals) roll(now time.Time) {
 			// Idle for more than a week: every slot was folded once;
 			// skip ahead rather than fold the same zeros again.
 			a.slotStart = now.Truncate(profileSlot)
+			a.lastExpected = [unlikeSlots]float64{-1, -1, -1, -1}
 			break
 		}
 		a.curN = 0

@@ -147,7 +147,9 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 	// boots at most the tier's target after a drain, so no more than a
 	// second target's worth stands in for anything (a target that needs
 	// no tier, a boot within target_wait, keeps no depth). At full trust
-	// the returns refill the tier by themselves and the surplus goes.
+	// the returns refill the tier by themselves and the surplus goes. On a
+	// day unlike its profile, none of this is known, and the surplus stays
+	// (unlike.go).
 	if s.tierOn(p) && p.TargetWait > 0 && p.SuspendedIdleTime == 0 {
 		if s.arr.unlike(s.now) {
 			expired = 0 // a day unlike its profile keeps its surplus (unlike.go)
