@@ -141,19 +141,20 @@ type arrivals struct {
 	// learned again after a restart.
 	trust float64
 
-	recent float64 // arrivals per second, exponentially weighted
+	recent   float64 // arrivals per second, exponentially weighted
+	releases float64 // jobs ending per second, exponentially weighted
+	recentAt time.Time
+	changed  bool          // the durable profile changed since the last State
+	loaded   bool          // a persisted model was loaded
+	snap     *ArrivalModel // the last snapshot, until the profile changes
+	folded   bool          // a slot was folded into the profile
+	folds    int           // slots folded so far
+
 	// lastCounts holds the arrivals of the last unlikeSlots slots that
 	// ended, and lastExpected what the profile expected of each before it
 	// learned from it (−1: not seen), by slot (unlike.go).
 	lastCounts   [unlikeSlots]int
 	lastExpected [unlikeSlots]float64
-	releases     float64 // jobs ending per second, exponentially weighted
-	recentAt     time.Time
-	changed      bool          // the durable profile changed since the last State
-	loaded       bool          // a persisted model was loaded
-	snap         *ArrivalModel // the last snapshot, until the profile changes
-	folded       bool          // a slot was folded into the profile
-	folds        int           // slots folded so far
 
 	env      envelope             // surprises of the last hour (envelope.go)
 	floors   floorCounts          // arrivals of the last hours (floor.go)
@@ -518,18 +519,27 @@ func (a *arrivals) priorDay(w int) int {
 // was seen a few times.
 func (a *arrivals) slotNeed(w int) (need, string, bool) {
 	d := a.priorDay(w)
-	dn := need{Tier: a.m.DayBurst[d], Hot: a.m.DayHot[d], Drain: a.m.DayDrain[d]}
-	seen := min(a.m.WeekSeen[w], maxWeekWeight)
-	switch {
-	case seen > 0 && a.m.DaySeen[d] > 0:
-		k := float64(seen)
-		blend := func(wk, dy float64) float64 { return (k*wk + priorWeight*dy) / (k + priorWeight) }
-		return need{Tier: blend(a.m.WeekBurst[w], dn.Tier), Hot: blend(a.m.WeekHot[w], dn.Hot),
-			Drain: blend(a.m.WeekDrain[w], dn.Drain)}, "weekday profile", true
-	case a.m.DaySeen[d] > 0:
-		return dn, "daily profile", true
+	if a.m.DaySeen[d] == 0 {
+		return need{}, "", false
 	}
-	return need{}, "", false
+	src := "daily profile"
+	if a.m.WeekSeen[w] > 0 {
+		src = "weekday profile"
+	}
+	return need{Tier: a.blended(w, d, a.m.WeekBurst, a.m.DayBurst), Hot: a.blended(w, d, a.m.WeekHot, a.m.DayHot),
+		Drain: a.blended(w, d, a.m.WeekDrain, a.m.DayDrain)}, src, true
+}
+
+// blended is week slot w's value of a weekday profile (week) blended with
+// daily profile slot d's (day): the daily one weighs priorWeight against
+// each time the weekday was seen, up to maxWeekWeight.
+func (a *arrivals) blended(w, d int, week, day []float64) float64 {
+	seen := min(a.m.WeekSeen[w], maxWeekWeight)
+	if seen == 0 {
+		return day[d]
+	}
+	k := float64(seen)
+	return (k*week[w] + priorWeight*day[d]) / (k + priorWeight)
 }
 
 // window counts arrivals net of releases within the two horizons before

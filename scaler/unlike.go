@@ -19,11 +19,11 @@ import "time"
 // unlikeRatio is how many times the profile's arrivals of the last hour
 // make a day unlike its profile: two. Chosen on the generated shapes
 // (bench/table.sh, seeds 1-3): release's release day brings about four
-// times an office day's jobs an hour and meets 15 s at two (seeds 1 and 2:
-// 31 / 17 s before, 14 / 14 s), not at three or four (seed 1 25-28 s); an office, two offices or a
-// monorepo hour is rarely twice its profile (office -0.004 to -0.014
-// utilization, monorepo -0.002 and p95 15 -> 14 s on seeds 2 and 3), a
-// nightly burst never, being the profile's.
+// times an office day's jobs an hour, and release meets 15 s at two
+// (seeds 1 and 2: 31 / 17 s before, 14 / 14 s), not at three or four (seed
+// 1: 25-28 s). An office, two offices or monorepo hour is rarely twice its
+// profile (office -0.004 to -0.014 utilization, monorepo -0.001 to -0.003),
+// a nightly burst never, being the profile's.
 const unlikeRatio = 2.0
 
 // unlikeSlots is the hour compared: the last four slots that ended.
@@ -57,13 +57,8 @@ func (a *arrivals) unlike(now time.Time) bool {
 // w, blended as slotNeed blends the needs; −1 if it never saw that time.
 func (a *arrivals) expectedArrivals(w int) float64 {
 	d := a.priorDay(w)
-	seen := min(a.m.WeekSeen[w], maxWeekWeight)
-	switch {
-	case seen > 0 && a.m.DaySeen[d] > 0:
-		k := float64(seen)
-		return (k*a.m.WeekRate[w] + priorWeight*a.m.DayRate[d]) / (k + priorWeight) * profileSlot.Seconds()
-	case a.m.DaySeen[d] > 0:
-		return a.m.DayRate[d] * profileSlot.Seconds()
+	if a.m.DaySeen[d] == 0 {
+		return -1
 	}
-	return -1
+	return a.blended(w, d, a.m.WeekRate, a.m.DayRate) * profileSlot.Seconds()
 }
