@@ -3,6 +3,7 @@ package scaler
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 //	waits n=100 [missed=5]         n jobs' waits steer the refill trust (missed of them past the target, first)
 //	expect at=Tue-02:05 [within=10m] how many more jobs the profile expects (expectedJobs), if it can tell
 //	drain at=Tue-10:20 [within=10m]  how deep the pool is drawn within the break-even time (drainDepth)
+//	unlike at=Wed-11:00              the last hour's arrivals against the profile's (unlike.go)
 func TestForecastScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/forecast", func(t *testing.T, path string) {
 		a := newArrivals()
@@ -117,6 +119,20 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 			return "", err
 		}
 		return fmt.Sprintf("pool drawn %d deep within %s\n", a.drainDepth(at, within), within), nil
+	case "unlike":
+		u := a.unlike(at)
+		n, exp := 0, 0.0
+		for i, c := range a.lastCounts {
+			n, exp = n+c, exp+a.lastExpected[i]
+		}
+		if !u && slices.Contains(a.lastExpected[:], -1) {
+			return fmt.Sprintf("like its profile: %d arrivals in the last hour, the profile never saw it\n", n), nil
+		}
+		verdict := "like"
+		if u {
+			verdict = "unlike"
+		}
+		return fmt.Sprintf("%s its profile: %d arrivals in the last hour, %.0f expected\n", verdict, n, exp), nil
 	case "forecast":
 		lead, err := dur("lead", "2m")
 		if err != nil {
