@@ -430,7 +430,7 @@ func (f *Fleet) note(a scaler.Action) {
 			"forecast_rate_per_s", a.Rate, "forecast_burst", a.Burst, "forecast_from", a.Source,
 			"boot_time", a.BootTime.Round(time.Second), "resume_time", a.ResumeTime.Round(time.Second), "target_wait", a.TargetWait,
 			"refill_trust", math.Round(a.RefillTrust*1000)/1000, "refill_horizon", a.RefillHorizon.Round(time.Second),
-			"keep", a.Keep.Round(time.Second), "keep_depth", a.Drain)
+			"keep", a.Keep.Round(time.Second), "keep_depth", a.Drain, "keep_all", a.KeepAll)
 	}
 }
 

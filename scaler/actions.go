@@ -161,6 +161,9 @@ type Sized struct {
 	// past it while RefillTrust is below 1).
 	Keep  time.Duration
 	Drain float64
+	// KeepAll tells that no surplus goes at all for now: the last hour
+	// was unlike the profile (more than twice its arrivals).
+	KeepAll bool
 }
 
 func (Sized) isAction() {}

@@ -87,6 +87,7 @@ func (s *Scaler) resize(p policy.Policy) {
 		z.RefillTrust, z.RefillHorizon = s.arr.trust, s.refillHorizon(p)
 		z.Keep = s.suspendedKeep(p)
 		z.Drain = float64(s.arr.drainDepth(s.now, z.Keep))
+		z.KeepAll = s.arr.unlike(s.now)
 		s.emit(z)
 	}
 	s.sized = z

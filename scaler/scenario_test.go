@@ -400,7 +400,7 @@ func fmtAction(a scaler.Action) string {
 		return fmt.Sprintf("> sized hot=%d suspended=%d tier=%v (rate=%.3f/s burst=%.0f from %s; boot %s, resume %s, target %s;"+
 			" refill trust %.3f within %s; keep %s, %.0f deep)",
 			a.Hot, a.Suspended, a.Tier, a.Rate, a.Burst, a.Source, a.BootTime, a.ResumeTime, a.TargetWait,
-			a.RefillTrust, a.RefillHorizon, a.Keep, a.Drain)
+			a.RefillTrust, a.RefillHorizon, a.Keep, a.Drain) + map[bool]string{true: " keeping all surplus"}[a.KeepAll]
 	case scaler.InstanceReady:
 		return fmt.Sprintf("> ready %s after %s", a.ID, a.After)
 	}
