@@ -166,7 +166,7 @@ type arrivals struct {
 
 func newArrivals() *arrivals {
 	a := &arrivals{tierH: time.Minute, trust: 0.5, expSlot: -1}
-	a.lastExpected = [unlikeSlots]float64{-1, -1, -1, -1}
+	a.forgetLastHour()
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
 	a.m.WeekHot = make([]float64, slotsPerWeek)
@@ -292,7 +292,7 @@ func (a *arrivals) roll(now time.Time) {
 			// Idle for more than a week: every slot was folded once;
 			// skip ahead rather than fold the same zeros again.
 			a.slotStart = now.Truncate(profileSlot)
-			a.lastExpected = [unlikeSlots]float64{-1, -1, -1, -1}
+			a.forgetLastHour()
 			break
 		}
 		a.curN = 0

@@ -53,6 +53,15 @@ func (a *arrivals) unlike(now time.Time) bool {
 	return n >= unlikeMinJobs && float64(n) > unlikeRatio*exp
 }
 
+// forgetLastHour marks the last hour's slots as not seen, so that no day
+// counts as unlike its profile until four slots were compared again: at
+// the start, and after an idle week whose zeros were never compared.
+func (a *arrivals) forgetLastHour() {
+	for i := range a.lastExpected {
+		a.lastExpected[i] = -1
+	}
+}
+
 // expectedArrivals is how many arrivals the profile expects in week slot
 // w, blended as slotNeed blends the needs; −1 if it never saw that time.
 func (a *arrivals) expectedArrivals(w int) float64 {
