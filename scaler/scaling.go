@@ -87,7 +87,7 @@ func (s *Scaler) resize(p policy.Policy) {
 		z.RefillTrust, z.RefillHorizon = s.arr.trust, s.refillHorizon(p)
 		z.Keep = s.suspendedKeep(p)
 		z.Drain = float64(s.arr.drainDepth(s.now, z.Keep))
-		z.KeepAll = p.SuspendedIdleTime == 0 && s.arr.unlike(s.now) // as expirePooled applies it
+		z.KeepAll = s.targetWaitAlone(p) && s.arr.unlike(s.now) // as expirePooled applies it
 		s.emit(z)
 	}
 	s.sized = z

@@ -27,6 +27,13 @@ func (s *Scaler) tierOn(p policy.Policy) bool {
 	return s.cfg.CanSuspend && (p.SuspendedIdleTime > 0 || p.TargetWait > 0)
 }
 
+// targetWaitAlone reports whether target_wait alone decides how long the
+// tier's surplus stays (no suspended_idle_time): then the profile, the
+// refill and a day unlike its profile do (expirePooled).
+func (s *Scaler) targetWaitAlone(p policy.Policy) bool {
+	return s.tierOn(p) && p.TargetWait > 0 && p.SuspendedIdleTime == 0
+}
+
 // suspendedKeep is how long a suspended idle instance beyond the tier's
 // target is kept: suspended_idle_time, or under target_wait alone the time
 // in which keeping it costs what booting a new one does (boot time /
@@ -150,7 +157,7 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 	// the returns refill the tier by themselves and the surplus goes. On a
 	// day unlike its profile, none of this is known, and the surplus stays
 	// (unlike.go).
-	if s.tierOn(p) && p.TargetWait > 0 && p.SuspendedIdleTime == 0 {
+	if s.targetWaitAlone(p) {
 		if s.arr.unlike(s.now) {
 			expired = 0 // a day unlike its profile keeps its surplus (unlike.go)
 		} else if n, ok := s.arr.expectedJobs(s.now, keep); ok {
