@@ -60,6 +60,9 @@ type sandboxConfig struct {
 	AuthorizedKey string   `json:"authorized_key"`
 	HostKey       string   `json:"host_key"` // PEM private key
 	HostPaths     []string `json:"host_paths"`
+	// Masks are directories inside host paths covered by an empty
+	// read-only tmpfs: those that hold berth's private files (privateMasks).
+	Masks []string `json:"masks,omitempty"`
 	Probe         bool     `json:"probe,omitempty"`
 	// DiskMax is disk_max in bytes; 0 means no limit.
 	DiskMax int64 `json:"disk_max,omitempty"`
