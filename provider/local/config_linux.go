@@ -232,32 +232,3 @@ func subIDFrom(file string) idRange {
 	}
 	return defaultSubID
 }
-
-// ErrSupplementaryGroups is returned by Init when unprivileged berth's user
-// has supplementary groups its jobs would keep.
-var ErrSupplementaryGroups = errors.New("berth's user has supplementary groups that jobs would keep")
-
-// checkGroups refuses, unprivileged, a process with supplementary groups
-// other than its own gid: a sandbox's user namespace cannot drop them, so
-// every job could use them on the host paths it sees.
-func checkGroups(keep bool) error {
-	if keep || os.Geteuid() == 0 {
-		return nil
-	}
-	groups, err := os.Getgroups()
-	if err != nil {
-		return fmt.Errorf("local provider: list supplementary groups: %w", err)
-	}
-	var extra []int
-	for _, g := range groups {
-		if g != os.Getgid() && g != os.Getegid() {
-			extra = append(extra, g)
-		}
-	}
-	if len(extra) == 0 {
-		return nil
-	}
-	return fmt.Errorf("local provider: %w: gids %v; jobs could read what those groups may read (group shadow reads /etc/shadow); "+
-		"run berth as a user without supplementary groups (systemd: a dedicated User= with no SupplementaryGroups=; or setpriv --clear-groups), "+
-		"or accept the risk with provider_config keep_groups = true", ErrSupplementaryGroups, extra)
-}

@@ -119,7 +119,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		return provider.Info{}, err
 	}
 	p.asRoot = os.Geteuid() == 0
-	if err := checkGroups(p.cfg.KeepGroups); err != nil {
+	if err := checkGroups(p.cfg.KeepGroups, p.cfg.HostPaths, p.masks, p.log); err != nil {
 		return provider.Info{}, err
 	}
 	if p.asRoot {

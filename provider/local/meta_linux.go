@@ -63,7 +63,7 @@ type sandboxConfig struct {
 	// Masks are directories inside host paths covered by an empty
 	// read-only tmpfs: those that hold berth's private files (privateMasks).
 	Masks []string `json:"masks,omitempty"`
-	Probe         bool     `json:"probe,omitempty"`
+	Probe bool     `json:"probe,omitempty"`
 	// DiskMax is disk_max in bytes; 0 means no limit.
 	DiskMax int64 `json:"disk_max,omitempty"`
 	// DiskReserve is disk_reserve in bytes; 0 means none.
