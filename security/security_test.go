@@ -419,8 +419,16 @@ func TestHidesPrivateDirInHostPath(t *testing.T) {
 	must(t, os.Mkdir(filepath.Join(base, "berth"), 0o755))
 	conf := filepath.Join(base, "berth", "berth.toml")
 	must(t, os.WriteFile(conf, []byte(secret), 0o644))
-	cfg := fmt.Sprintf(`{"host_paths": ["/usr", "/bin", "/sbin", "/lib", "/lib64", %q]}`, base)
-	f := newFixtureHiding(t, cfg, conf)
+	// Both ways a host path is shown: an overlay (network isolated) and a
+	// bind mount (network host).
+	for _, network := range []string{"isolated", "host"} {
+		cfg := fmt.Sprintf(`{"network": %q, "host_paths": ["/usr", "/bin", "/sbin", "/lib", "/lib64", %q]}`, network, base)
+		hidesPrivateDir(t, newFixtureHiding(t, cfg, conf), base, conf)
+	}
+}
+
+// hidesPrivateDir checks that jobs of f see base but not base/berth.
+func hidesPrivateDir(t *testing.T, f *fixture, base, conf string) {
 	code, out := f.job(f.a, fmt.Sprintf(`cat %[1]s/public.txt
 ls -A %[1]s/berth | wc -l
 cat %[1]s/berth/berth.toml 2>/dev/null || echo hidden
