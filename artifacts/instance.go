@@ -107,6 +107,8 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 		err error
 	}
 	done := make(chan res, 1)
+	ww := &watchedWriter{w: w}
+	w = ww
 	go func() {
 		var r res
 		switch f {
@@ -117,7 +119,13 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 		default:
 			r.st, r.err = TarToZip(pr, w)
 		}
-		_, _ = io.Copy(io.Discard, pr)
+		if r.err != nil {
+			// w refused (a size limit, a full disk): stop the instance's
+			// tar rather than read gigabytes for nothing.
+			pr.CloseWithError(r.err)
+		} else {
+			_, _ = io.Copy(io.Discard, pr) // the tar's end-of-archive blocks
+		}
 		done <- r
 	}()
 	names := strings.Join(paths, "\x00")
@@ -128,6 +136,9 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 	code, stderr, err := sh.Stream(ctx, script, strings.NewReader(names), pw)
 	pw.Close()
 	r := <-done
+	if ww.err != nil {
+		return r.st, ww.err // the tar failed because w did
+	}
 	if err != nil {
 		return r.st, err
 	}
@@ -135,6 +146,21 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 		return r.st, fmt.Errorf("pack files in %s on the instance: tar exited %d: %s", dir, code, strings.TrimSpace(stderr))
 	}
 	return r.st, r.err
+}
+
+// watchedWriter keeps the first error its writer returned, so that Pack
+// reports why it stopped rather than the broken pipe that follows.
+type watchedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // Unpack extracts the zip archive in ra into dir on the instance. The

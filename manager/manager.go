@@ -409,9 +409,16 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 	if err != nil {
 		return nil, err
 	}
+	// Artifact archives are staged on the state dir's disk, which the
+	// operator sized for berth, not in /tmp (often a small tmpfs).
+	tmp := filepath.Join(m.cfg.StateDir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("a directory for artifact archives: %w", err)
+	}
 	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
 		CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: m.opts.Version,
 		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs,
+		TempDir: tmp, MaxArtifactSize: s.MaxArtifactSize,
 		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images),
 		Ledger:              m.gitlabLedger(s)}, m.log)
 	if err != nil {

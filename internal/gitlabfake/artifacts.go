@@ -1,6 +1,9 @@
 package gitlabfake
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"mime/multipart"
@@ -60,7 +63,11 @@ type Step struct {
 // Uploaded is an artifact a runner uploaded.
 type Uploaded struct {
 	Type, Format, ExpireIn, Filename string
-	Data                             []byte
+	// Data is the archive; nil under Options.DigestArtifacts.
+	Data []byte
+	// Size and SHA256 describe the archive as received.
+	Size   int64
+	SHA256 string
 }
 
 // Artifacts returns what the runner uploaded for the job, in order.
@@ -211,14 +218,23 @@ func (f *Fake) readFilePart(p *multipart.Part, up Uploaded) (int, Uploaded) {
 	if limit <= 0 {
 		limit = 100 << 20 // GitLab's default maximum artifacts size
 	}
-	data, err := io.ReadAll(io.LimitReader(p, limit+1))
+	h := sha256.New()
+	var data bytes.Buffer
+	w := io.Writer(h)
+	if !f.opts.DigestArtifacts {
+		w = io.MultiWriter(h, &data)
+	}
+	n, err := io.Copy(w, io.LimitReader(p, limit+1))
 	if err != nil {
 		return http.StatusBadRequest, up
 	}
-	if int64(len(data)) > limit {
+	if n > limit {
 		return http.StatusRequestEntityTooLarge, up
 	}
-	up.Data = data
+	if !f.opts.DigestArtifacts {
+		up.Data = data.Bytes()
+	}
+	up.Size, up.SHA256 = n, hex.EncodeToString(h.Sum(nil))
 	return http.StatusCreated, up
 }
 

@@ -83,6 +83,9 @@ type Options struct {
 	// MaxArtifactSize bounds an artifact upload (413 beyond); default
 	// 100 MiB, GitLab's default.
 	MaxArtifactSize int64
+	// DigestArtifacts keeps only the size and SHA-256 of uploads, not
+	// their bytes: for tests that upload gigabytes.
+	DigestArtifacts bool
 	// IgnoreRunnerFeatures hands out every job whatever the runner
 	// advertises, as an older GitLab would (features.go).
 	IgnoreRunnerFeatures bool

@@ -72,6 +72,13 @@ type Config struct {
 	// Cache keeps the jobs' cache: archives between instances; nil turns
 	// cache: off (jobs that ask for it are told so in their log).
 	Cache cache.Store
+	// TempDir is where artifact archives are staged on berth's side
+	// (on their way to GitLab, or from it to a dependent job); default
+	// the system's temp dir. The manager sets its state dir's tmp/.
+	TempDir string
+	// MaxArtifactSize caps one artifact archive in bytes, checked while
+	// it is packed; 0 leaves the limit to GitLab (413).
+	MaxArtifactSize int64
 	// ArtifactRetryDelay is the first pause between artifact upload and
 	// download attempts (default 1s, doubling, as gitlab-runner).
 	ArtifactRetryDelay time.Duration
