@@ -32,6 +32,7 @@ const (
 	DefaultRetryBaseDelay     = 500 * time.Millisecond
 	DefaultRetryMaxDelay      = 30 * time.Second
 	DefaultRetryLimit         = 5
+	DefaultVerifyMaxDelay     = time.Minute
 	DefaultOutputLimit        = 4 << 20
 	DefaultRequestTimeout     = 2 * time.Minute
 	defaultMaxPatchSize       = 1 << 20
@@ -96,6 +97,9 @@ type Config struct {
 	// when GitLab answers 409 or 503 to a job request.
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
+	// VerifyMaxDelay caps the pause between runner token checks while
+	// GitLab does not answer them at start (default 1 min).
+	VerifyMaxDelay time.Duration
 	// RetryLimit is how many times a job request is retried before giving up.
 	RetryLimit int
 	// OutputLimit caps a job's log in bytes; further output is dropped with a notice.
@@ -150,6 +154,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDuration(&c.KeepAliveInterval, DefaultKeepAliveInterval)
 	setDuration(&c.RetryBaseDelay, DefaultRetryBaseDelay)
 	setDuration(&c.RetryMaxDelay, DefaultRetryMaxDelay)
+	setDuration(&c.VerifyMaxDelay, DefaultVerifyMaxDelay)
 	setDuration(&c.RequestTimeout, DefaultRequestTimeout)
 	if c.RetryLimit <= 0 {
 		c.RetryLimit = DefaultRetryLimit

@@ -41,12 +41,18 @@ type Source struct {
 	abandoned sync.Once
 	// sweeping is held by the FailAbandoned running.
 	sweeping sync.Mutex
+
+	// vmu guards what Ready learnt of the token (ready.go).
+	vmu      sync.Mutex
+	verified bool
+	fatal    error
+	problem  string
 }
 
 var _ jobsource.Source = (*Source)(nil)
 
-// New returns a source for cfg. It does no I/O; call Verify at start to fail
-// early on a bad token.
+// New returns a source for cfg. It does no I/O; Ready verifies the token
+// before the first poll.
 func New(cfg Config, logger *slog.Logger) (*Source, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
