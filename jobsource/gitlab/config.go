@@ -27,8 +27,8 @@ const (
 	DefaultRequestConcurrency = 4
 	DefaultCheckInterval      = 3 * time.Second
 	DefaultUpdateInterval     = 3 * time.Second
-	DefaultMaxUpdateInterval  = time.Minute
-	DefaultKeepAliveInterval  = 4 * time.Second
+	DefaultMaxUpdateInterval  = 15 * time.Minute
+	DefaultKeepAliveInterval  = 30 * time.Second
 	DefaultRetryBaseDelay     = 500 * time.Millisecond
 	DefaultRetryMaxDelay      = 30 * time.Second
 	DefaultRetryLimit         = 5
@@ -84,14 +84,19 @@ type Config struct {
 	// download attempts (default 1s, doubling, as gitlab-runner).
 	ArtifactRetryDelay time.Duration
 	// UpdateInterval is the time between log updates until GitLab asks for
-	// another one with X-GitLab-Trace-Update-Interval.
+	// another one with X-GitLab-Trace-Update-Interval (gitlab-runner's
+	// DefaultUpdateInterval, 3 s).
 	UpdateInterval time.Duration
-	// MaxUpdateInterval caps the interval GitLab may ask for.
+	// MaxUpdateInterval caps the interval GitLab may ask for (15 min, as
+	// gitlab-runner's MaxUpdateInterval).
 	MaxUpdateInterval time.Duration
-	// KeepAliveInterval is the longest time a running job goes without
-	// talking to GitLab; when the log is idle a PUT state=running is sent.
-	// Its answer carries a cancel (Job-Status), so the default of 4 s is
-	// how late a job that prints nothing learns it was canceled.
+	// KeepAliveInterval is the shortest silence after which a running job
+	// whose log is idle is touched (PUT state=running); the silence is also
+	// at least GitLab's update interval. The default of 30 s is
+	// gitlab-runner's MinTraceForceSendInterval. The answer carries a
+	// cancel (Job-Status), so a job that prints nothing learns it was
+	// canceled within max(30 s, GitLab's interval); a job that prints
+	// learns it from the next log update, within GitLab's interval.
 	KeepAliveInterval time.Duration
 	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff used
 	// when GitLab answers 409 or 503 to a job request.
