@@ -29,6 +29,8 @@ type Source struct {
 	cfg    Config
 	log    *slog.Logger
 	client *client
+	// server names the GitLab server in cache keys (cachejob.go).
+	server string
 	// sem holds one token per poll in flight, bounding them to RequestConcurrency.
 	sem chan struct{}
 
@@ -70,8 +72,9 @@ func New(cfg Config, logger *slog.Logger) (*Source, error) {
 			timeout: cfg.RequestTimeout,
 			agent:   "berth/" + cfg.Version,
 		},
-		sem:  make(chan struct{}, cfg.RequestConcurrency),
-		mine: map[int64]bool{},
+		server: serverName(cfg.URL),
+		sem:    make(chan struct{}, cfg.RequestConcurrency),
+		mine:   map[int64]bool{},
 	}, nil
 }
 

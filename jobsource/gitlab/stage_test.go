@@ -171,7 +171,8 @@ func TestCorruptCacheIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Put(context.Background(), "project/0/k", strings.NewReader("this is not a zip")); err != nil {
+	key := "gitlab/" + serverName(f.URL()) + "/project/0/k"
+	if err := st.Put(context.Background(), key, strings.NewReader("this is not a zip")); err != nil {
 		t.Fatal(err)
 	}
 	id := f.AddJob(gitlabfake.JobSpec{Variables: noGit, Script: []string{"mkdir -p c", "echo new > c/x"},
@@ -182,7 +183,7 @@ func TestCorruptCacheIgnored(t *testing.T) {
 		t.Fatalf("result %+v, trace:\n%s", res, tr)
 	}
 	// The job saved a sound cache over the corrupt one.
-	rc, err := st.Get(context.Background(), "project/0/k")
+	rc, err := st.Get(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
