@@ -415,10 +415,17 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("a directory for artifact archives: %w", err)
 	}
-	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
+	token, tokenFile := s.Token, s.TokenFile
+	if tokenFile != "" {
+		token = "" // read again by the source, which saves a rotated token there
+	}
+	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: token, TokenFile: tokenFile, RequestConcurrency: s.RequestConcurrency,
 		CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: m.opts.Version,
 		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs,
 		TempDir: tmp, MaxArtifactSize: s.MaxArtifactSize,
+		OnTokenRotation: func(result string) {
+			m.metrics.GitLabTokenRotations.WithLabelValues(s.URL, result).Inc()
+		},
 		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images),
 		Ledger:              m.gitlabLedger(s)}, m.log)
 	if err != nil {
@@ -689,6 +696,7 @@ type readySource interface {
 // (GitLab refused its token) stops alone: the fleet and other sources go
 // on, and /healthz names it.
 func (m *Manager) sourceLoops(ctx, jobCtx context.Context, s source) {
+	var loops sync.WaitGroup
 	if r, ok := s.src.(readySource); ok {
 		if err := r.Ready(ctx); err != nil {
 			if ctx.Err() == nil {
@@ -697,7 +705,10 @@ func (m *Manager) sourceLoops(ctx, jobCtx context.Context, s source) {
 			return
 		}
 	}
-	var loops sync.WaitGroup
+	if g, ok := s.src.(*gitlab.Source); ok {
+		loops.Add(1)
+		go func() { defer loops.Done(); g.KeepTokenFresh(ctx) }()
+	}
 	for range s.concurrency {
 		loops.Add(1)
 		go func() { defer loops.Done(); m.jobLoop(ctx, jobCtx, s.src) }()

@@ -112,6 +112,9 @@ type Config struct {
 	// RequestTimeout bounds one HTTP call, long-polls included (GitLab holds
 	// them about 50 s).
 	RequestTimeout time.Duration
+	// OnTokenRotation, when set, is told the result of each runner token
+	// rotation (RotationOK, RotationFailed, RotationUnsaved; token.go).
+	OnTokenRotation func(result string)
 	// HTTPClient overrides the HTTP client, e.g. for a custom CA.
 	HTTPClient *http.Client
 }

@@ -88,7 +88,7 @@ func newJob(s *Source, p *jobPayload) *Job {
 	// berth's own requests to GitLab), but should a job find it anyway, in
 	// a file or a process it can read, its log must not carry it to
 	// everyone who can read the job.
-	secrets = append(secrets, s.cfg.Token)
+	secrets = append(secrets, s.token())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	header := http.Header{}

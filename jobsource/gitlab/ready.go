@@ -43,6 +43,12 @@ func (s *Source) Ready(ctx context.Context) error {
 		switch {
 		case err == nil:
 			s.verified, s.problem = true, ""
+		case errors.Is(err, ErrTokenRejected) && s.reloadToken():
+			// token_file holds another token than the one refused (another
+			// berth of the fleet rotated it, or an operator renewed it):
+			// try that one before giving up.
+			s.vmu.Unlock()
+			continue
 		case errors.Is(err, ErrTokenRejected):
 			s.fatal = err
 			s.problem = fmt.Sprintf("%s takes no jobs: %v; then restart berth", s.cfg.Name, err)
