@@ -85,8 +85,19 @@ func quietAWSEnv(t *testing.T) {
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "no-credentials"))
 }
 
-func roundTrip(t *testing.T, s *S3) {
+// keysUsed puts and gets one archive through an S3 cache with no keys
+// configured, and returns the access key and session token ("AKID token")
+// of each request, and how often the metadata service was asked.
+func keysUsed(t *testing.T) ([]string, int32) {
 	t.Helper()
+	var calls atomic.Int32
+	meta := imds(t, &calls)
+	s3 := newSignedS3(t)
+	s, err := NewS3(S3Config{Endpoint: strings.TrimPrefix(s3.srv.URL, "http://"), Bucket: "berth-cache", Region: "us-east-1",
+		Insecure: true, IMDSEndpoint: meta.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	if err := s.Put(ctx, "gitlab/x/project/1/k", strings.NewReader("zip")); err != nil {
 		t.Fatal(err)
@@ -96,28 +107,24 @@ func roundTrip(t *testing.T, s *S3) {
 		t.Fatal(err)
 	}
 	rc.Close()
+	s3.mu.Lock()
+	defer s3.mu.Unlock()
+	if len(s3.keys) == 0 {
+		t.Fatal("no request reached S3")
+	}
+	return append([]string(nil), s3.keys...), calls.Load()
 }
 
 func TestS3CredentialsFromTheInstanceRole(t *testing.T) {
 	quietAWSEnv(t)
-	var calls atomic.Int32
-	meta := imds(t, &calls)
-	s3 := newSignedS3(t)
-	s, err := NewS3(S3Config{Endpoint: strings.TrimPrefix(s3.srv.URL, "http://"), Bucket: "berth-cache", Region: "us-east-1",
-		Insecure: true, IMDSEndpoint: meta.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roundTrip(t, s)
-	s3.mu.Lock()
-	defer s3.mu.Unlock()
-	for _, k := range s3.keys {
+	keys, calls := keysUsed(t)
+	for _, k := range keys {
 		if k != "ASIAROLE role-session-token" {
 			t.Errorf("a request signed with %q, want the role's key and session token", k)
 		}
 	}
-	if len(s3.keys) == 0 || calls.Load() == 0 {
-		t.Errorf("%d S3 requests, %d metadata calls", len(s3.keys), calls.Load())
+	if calls == 0 {
+		t.Error("the metadata service was not asked")
 	}
 }
 
@@ -125,19 +132,9 @@ func TestS3CredentialsFromTheEnvironmentFirst(t *testing.T) {
 	quietAWSEnv(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAENV")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
-	var calls atomic.Int32
-	meta := imds(t, &calls)
-	s3 := newSignedS3(t)
-	s, err := NewS3(S3Config{Endpoint: strings.TrimPrefix(s3.srv.URL, "http://"), Bucket: "berth-cache", Region: "us-east-1",
-		Insecure: true, IMDSEndpoint: meta.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roundTrip(t, s)
-	s3.mu.Lock()
-	defer s3.mu.Unlock()
-	if len(s3.keys) == 0 || s3.keys[0] != "AKIAENV " || calls.Load() != 0 {
-		t.Errorf("signed with %q after %d metadata calls; want the environment's key and no metadata call", s3.keys, calls.Load())
+	keys, calls := keysUsed(t)
+	if keys[0] != "AKIAENV " || calls != 0 {
+		t.Errorf("signed with %q after %d metadata calls; want the environment's key and no metadata call", keys, calls)
 	}
 }
 
