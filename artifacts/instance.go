@@ -3,6 +3,7 @@ package artifacts
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -164,17 +165,25 @@ func (w *watchedWriter) Write(p []byte) (int, error) {
 }
 
 // Unpack extracts the zip archive in ra into dir on the instance. The
-// archive is checked as it is converted: an entry that would leave dir is
-// refused.
+// archive is checked whole first (a refused archive writes nothing), then
+// converted again as it streams to the instance: an archive of gigabytes
+// costs a second decompression, not its size in memory.
 func Unpack(ctx context.Context, sh Shell, dir string, ra io.ReaderAt, size int64) (Stats, error) {
-	// Check and convert first, so that a refused archive writes nothing.
-	var tarball bytes.Buffer
-	st, err := ZipToTar(ra, size, &tarball)
+	st, err := ZipToTar(ra, size, io.Discard)
 	if err != nil {
 		return st, err
 	}
+	pr, pw := io.Pipe()
+	converted := make(chan struct{})
+	go func() {
+		_, err := ZipToTar(ra, size, pw)
+		pw.CloseWithError(err)
+		close(converted)
+	}()
 	script := "mkdir -p " + quote(dir) + " && cd " + quote(dir) + " && exec tar -xf -"
-	code, stderr, err := sh.Stream(ctx, script, &tarball, io.Discard)
+	code, stderr, err := sh.Stream(ctx, script, pr, io.Discard)
+	pr.CloseWithError(errors.New("the instance stopped reading")) // ends the conversion if tar quit early
+	<-converted
 	if err != nil {
 		return st, err
 	}

@@ -83,8 +83,8 @@ type Options struct {
 	// MaxArtifactSize bounds an artifact upload (413 beyond); default
 	// 100 MiB, GitLab's default.
 	MaxArtifactSize int64
-	// DigestArtifacts keeps only the size and SHA-256 of uploads, not
-	// their bytes: for tests that upload gigabytes.
+	// DigestArtifacts keeps only the size and SHA-256 of uploads over
+	// 16 MiB, not their bytes: for tests that upload gigabytes.
 	DigestArtifacts bool
 	// TokenExpiresIn makes runner tokens expire that long after they are
 	// verified or reset (token_expires_at); 0 for tokens that never do.
