@@ -178,6 +178,10 @@ type Source struct {
 	// only); empty means the environment's HTTPS_PROXY, HTTP_PROXY and
 	// NO_PROXY.
 	Proxy string
+	// MaxArtifactSize caps one artifact archive of a job, in bytes (gitlab
+	// only, key max_artifact_size, a size such as "1GiB"); 0 leaves the
+	// limit to GitLab.
+	MaxArtifactSize int64
 }
 
 // String describes the source without its token, so that a Source can be
