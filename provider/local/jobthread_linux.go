@@ -23,15 +23,16 @@ type jobThread struct {
 	reqs chan func()
 }
 
-// newJobThread starts the job thread's thread and loads the filter on it.
-func newJobThread() (*jobThread, error) {
+// newJobThread starts the job thread's thread and loads the filter on it;
+// builds is provider_config image_builds.
+func newJobThread(builds bool) (*jobThread, error) {
 	s := &jobThread{reqs: make(chan func())}
 	loaded := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread carries the filter, and ends with
 		// the process.
 		runtime.LockOSThread()
-		err := loadSeccomp(false)
+		err := loadSeccomp(false, builds)
 		loaded <- err
 		if err != nil {
 			return // the thread ends with the locked goroutine

@@ -196,7 +196,7 @@ func runSandbox(log *slog.Logger) error {
 	// From here on PID 1 starts processes only from the job thread,
 	// which carries the seccomp filter; the image launcher starts later,
 	// for the first image job, if any (jobroot_linux.go).
-	spawn, err := newJobThread()
+	spawn, err := newJobThread(cfg.ImageBuilds)
 	if err != nil {
 		return err
 	}
