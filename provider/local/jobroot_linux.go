@@ -26,7 +26,9 @@ import (
 // /proc masks in a user namespace it owns, so they are not locked, and
 // the unmounting and binds image_builds allows would uncover them (see
 // docs/images.md, "Building images in jobs").
-func init() { jobroot.Harden = func() error { return loadSeccomp(true, false) } }
+func init() {
+	jobroot.Harden = func() error { _, err := loadSeccomp(true, mountsRefused); return err }
+}
 
 // Jobs in images need mounts (an overlay root per job), which the sandbox's
 // seccomp filter denies to everything PID 1 starts. So for the sandbox's

@@ -219,6 +219,10 @@ func runSandbox(log *slog.Logger) error {
 	}
 	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs,
 		launcher: &imageLauncher{cfg: cfg, spawn: spawn}}
+	if spawn.listener >= 0 {
+		s.notes = &mountNotes{listener: spawn.listener, log: log}
+		go s.notes.serve()
+	}
 	if cfg.DiskMax > 0 || cfg.DiskReserve > 0 {
 		limit := cfg.DiskMax
 		if limit <= 0 {

@@ -64,7 +64,7 @@ func TestFilterDecidesAsBefore(t *testing.T) {
 	if err != nil {
 		t.Skipf("go-seccomp-bpf does not know %s: %v", runtime.GOARCH, err)
 	}
-	newVM := mustVM(t, sandboxFilter(table, false))
+	newVM := mustVM(t, sandboxFilter(table, mountsRefused))
 	oldVM := mustVM(t, libraryFilter(t, info))
 	skip := map[uint32]bool{}
 	for name := range onlyOn32Bit {
@@ -190,8 +190,8 @@ func TestImageBuildsMountFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	builds := mustVM(t, sandboxFilter(table, true))
-	plain := mustVM(t, sandboxFilter(table, false))
+	builds := mustVM(t, sandboxFilter(table, mountsForBuilds))
+	plain := mustVM(t, sandboxFilter(table, mountsRefused))
 	const (
 		allow = unix.SECCOMP_RET_ALLOW
 		eperm = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
@@ -255,16 +255,23 @@ func TestImageBuildsMountFilter(t *testing.T) {
 			t.Errorf("without image_builds, %s: %#x, want EPERM", name, got)
 		}
 	}
-	// Nothing else changes.
+	// Nothing else changes. Noted, mount goes to PID 1 (which answers
+	// EPERM), and nothing else changes either.
+	noted := mustVM(t, sandboxFilter(table, mountsNoted))
 	for nr := uint32(0); nr < 1024; nr++ {
-		if name := nameOf(table, nr); buildMountCalls[name] {
-			continue
-		}
-		for _, a := range [][6]uint64{{}, {unix.CLONE_NEWNET}, {unix.AF_VSOCK}} {
+		name := nameOf(table, nr)
+		for _, a := range [][6]uint64{{}, {unix.CLONE_NEWNET}, {unix.AF_VSOCK}, {0, 0, 0, unix.MS_BIND}} {
 			in := seccompData(nr, table.auditArch, a)
-			got, _ := builds.Run(in)
 			want, _ := plain.Run(in)
-			if got != want {
+			if got, _ := noted.Run(in); name == "mount" && uint32(got) != unix.SECCOMP_RET_USER_NOTIF {
+				t.Errorf("noted, mount%v: %#x, want USER_NOTIF", a, got)
+			} else if name != "mount" && got != want {
+				t.Fatalf("nr %d args %v: noted says %#x, refused %#x", nr, a, got, want)
+			}
+			if buildMountCalls[name] {
+				continue
+			}
+			if got, _ := builds.Run(in); got != want {
 				t.Fatalf("nr %d args %v: image_builds says %#x, without %#x", nr, a, got, want)
 			}
 		}

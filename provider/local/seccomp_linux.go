@@ -208,11 +208,27 @@ type sysTable struct {
 // under x86-64's audit architecture.
 const x32Bit = 0x40000000
 
+// mountPolicy is what the filter does with mount(2).
+type mountPolicy int
+
+const (
+	// mountsRefused fails every mount call with EPERM.
+	mountsRefused mountPolicy = iota
+	// mountsNoted hands mount calls to the filter's listener (PID 1,
+	// mountnote_linux.go), which fails each with EPERM and tells the
+	// job's log once that provider_config image_builds would allow a
+	// build's mounts.
+	mountsNoted
+	// mountsForBuilds is provider_config image_builds: mount(2) as
+	// mountRules allows, and unmounting.
+	mountsForBuilds
+)
+
 // sandboxFilter is the sandbox's seccomp program for table's
-// architecture; with builds, provider_config image_builds, mount(2) as
-// mountRules allows and unmounting pass. seccomp_data holds the system
+// architecture, with mounts as policy says. seccomp_data holds the system
 // call number at offset 0 and the audit architecture at offset 4.
-func sandboxFilter(table sysTable, builds bool) []bpf.Instruction {
+func sandboxFilter(table sysTable, policy mountPolicy) []bpf.Instruction {
+	builds := policy == mountsForBuilds
 	prog := []bpf.Instruction{
 		// Another ABI's numbers mean other calls: kill.
 		bpf.LoadAbsolute{Off: 4, Size: 4},
@@ -228,8 +244,14 @@ func sandboxFilter(table sysTable, builds bool) []bpf.Instruction {
 			bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)})
 	}
 	prog = append(prog, assembleRules(table, argumentRules())...)
-	if builds {
+	switch nr, ok := table.numbers["mount"]; {
+	case builds:
 		prog = append(prog, mountRules(table)...)
+	case policy == mountsNoted && ok:
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: 0, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: 1},
+			bpf.RetConstant{Val: unix.SECCOMP_RET_USER_NOTIF})
 	}
 	var denied []uint32
 	for _, name := range deniedSyscalls {
@@ -257,27 +279,38 @@ func sandboxFilter(table sysTable, builds bool) []bpf.Instruction {
 // locked to it); every process started afterwards from a filtered thread
 // inherits both. System calls of another ABI than the native one (32-bit
 // calls on x86-64, for example) kill the process: the filter could not
-// tell their numbers apart. builds is provider_config image_builds.
-func loadSeccomp(allThreads, builds bool) error {
+// tell their numbers apart. With mountsNoted it returns the filter's
+// listener (the kernel refuses a listener with allThreads); otherwise -1.
+func loadSeccomp(allThreads bool, policy mountPolicy) (int, error) {
 	table, err := nativeSyscalls()
 	if err != nil {
-		return fmt.Errorf("seccomp: %w", err)
+		return -1, fmt.Errorf("seccomp: %w", err)
 	}
-	raw, err := bpf.Assemble(sandboxFilter(table, builds))
+	raw, err := bpf.Assemble(sandboxFilter(table, policy))
 	if err != nil {
-		return fmt.Errorf("seccomp: assemble BPF: %w", err)
+		return -1, fmt.Errorf("seccomp: assemble BPF: %w", err)
 	}
 	filter := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("set no_new_privs: %w", err)
+		return -1, fmt.Errorf("set no_new_privs: %w", err)
 	}
-	if err := installFilter(filter, allThreads); err != nil {
-		return fmt.Errorf("install seccomp filter: %w", err)
+	flags := uintptr(0)
+	if allThreads {
+		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
+	} else if policy == mountsNoted {
+		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 	}
-	return nil
+	r, err := installFilter(filter, flags)
+	if err != nil {
+		return -1, fmt.Errorf("install seccomp filter: %w", err)
+	}
+	if flags == unix.SECCOMP_FILTER_FLAG_NEW_LISTENER {
+		return r, nil
+	}
+	return -1, nil
 }
 
 // sealSeccomp gives every thread of the process the filter of the calling
@@ -285,25 +318,23 @@ func loadSeccomp(allThreads, builds bool) error {
 // allows everything on top of it.
 func sealSeccomp() error {
 	allow := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}}
-	return installFilter(allow, true)
+	_, err := installFilter(allow, unix.SECCOMP_FILTER_FLAG_TSYNC)
+	return err
 }
 
-// installFilter installs filter on the calling thread, or with allThreads
-// on every thread at once. TSYNC fails, with the ID of the thread as the
-// result rather than an errno, when a thread holds a filter the caller
-// does not.
-func installFilter(filter []unix.SockFilter, allThreads bool) error {
+// installFilter installs filter on the calling thread, or with TSYNC in
+// flags on every thread at once, and returns the kernel's result: the
+// listener's descriptor with SECCOMP_FILTER_FLAG_NEW_LISTENER. TSYNC
+// fails, with the ID of the thread as the result rather than an errno,
+// when a thread holds a filter the caller does not.
+func installFilter(filter []unix.SockFilter, flags uintptr) (int, error) {
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	flags := uintptr(0)
-	if allThreads {
-		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
-	}
 	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
 	if errno != 0 {
-		return errno
+		return -1, errno
 	}
-	if r != 0 {
-		return fmt.Errorf("thread %d holds a filter the calling thread does not", r)
+	if flags&unix.SECCOMP_FILTER_FLAG_TSYNC != 0 && r != 0 {
+		return -1, fmt.Errorf("thread %d holds a filter the calling thread does not", r)
 	}
-	return nil
+	return int(r), nil
 }
