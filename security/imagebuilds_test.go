@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/berth-ci/berth/images"
 )
 
 // imageBuildsConfig is the provider_config of the image_builds attacks.
@@ -148,5 +150,50 @@ echo ALL-DONE`
 	off := newFixture(t, "")
 	if code, out := off.job(off.a, "/berth/attack mount none / - private,rec"); code == 0 || !strings.Contains(out, "blocked: operation not permitted") {
 		t.Fatalf("without image_builds a propagation change is not refused (exit %d):\n%s", code, out)
+	}
+}
+
+// TestImageBuildsInImageJobs runs the mount attacks from a job in an image
+// with image_builds on: the job's command runs in a user namespace nested
+// in its init's, so the init's mounts (the /proc masks, /sys, the root)
+// are locked as a plain job's are. The control's mounts work.
+func TestImageBuildsInImageJobs(t *testing.T) {
+	f := newImageFixture(t, imageBuildsConfig, images.Limits{})
+	f.job(f.a, "true") // puts the attack helper in /berth, the image job's working directory
+	// The root overlay is nodev, and a remount keeps a locked flag or fails.
+	control := "cd /berth && ./attack mount none / - private,rec >/dev/null && mkdir -p /tmp/w && " +
+		"./attack mount /tmp/w /tmp/w - bind,rec >/dev/null && ./attack mount none /tmp/w - remount,bind,rdonly,nodev >/dev/null && " +
+		"umount /tmp/w && echo CONTROL-OK"
+	if code, out := f.runIn(f.good, control); code != 0 || !strings.Contains(out, "CONTROL-OK") {
+		t.Fatalf("with image_builds a build's mounts fail in an image job (exit %d):\n%s", code, out)
+	}
+	for _, a := range []attack{
+		{"unmount a /proc mask", "/berth/attack unmount /proc/cmdline", "blocked: invalid argument"},
+		{"bind /proc without its masks", "mkdir -p /tmp/p && /berth/attack mount /proc /tmp/p - bind", "blocked: invalid argument"},
+		{"bind /proc with its masks and read the kernel command line",
+			"mkdir -p /tmp/p && " + setUp("/proc /tmp/p - bind,rec") + " && test -s /tmp/p/cmdline && echo WORKED; cat /tmp/p/cmdline; exit 1", "Using cached image [^\n]*\n$"},
+		{"unmount /sys", "/berth/attack unmount /sys", "blocked: invalid argument"},
+		{"unmount the root", "/berth/attack unmount /", "blocked: invalid argument"},
+		{"remount /sys read-write", "/berth/attack mount none /sys - remount,bind", "blocked: operation not permitted"},
+		{"mount a tmpfs", "mkdir -p /tmp/t && /berth/attack mount tmpfs /tmp/t tmpfs none", "blocked: operation not permitted"},
+		{"mount a new proc", "mkdir -p /tmp/q && /berth/attack mount proc /tmp/q proc none", "blocked: operation not permitted"},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			code, out := f.runIn(f.good, a.script)
+			if code == 0 || strings.Contains(out, "WORKED") {
+				t.Fatalf("attack worked (exit %d):\n%s", code, out)
+			}
+			if !regexp.MustCompile(a.blocked).MatchString(out) {
+				t.Errorf("attack failed, but not for the expected reason %q:\n%s", a.blocked, out)
+			}
+		})
+	}
+	// The command still gets signals and its exit status through the
+	// init that now stays in between.
+	if code, out := f.runIn(f.good, "exit 7"); code != 7 {
+		t.Errorf("exit 7 in a nested image job: exit %d\n%s", code, out)
+	}
+	if code, out := f.runIn(f.good, "kill -TERM $$; sleep 5"); code != 128+15 {
+		t.Errorf("a command killed by SIGTERM: exit %d, want 143\n%s", code, out)
 	}
 }

@@ -268,7 +268,7 @@ func flood(addr, n, dir string) error {
 var mountFlags = map[string]uintptr{
 	"bind": unix.MS_BIND, "rec": unix.MS_REC, "remount": unix.MS_REMOUNT, "rdonly": unix.MS_RDONLY,
 	"private": unix.MS_PRIVATE, "shared": unix.MS_SHARED, "slave": unix.MS_SLAVE, "move": unix.MS_MOVE,
-	"nosuid": unix.MS_NOSUID, "magic": 0xC0ED0000, "none": 0,
+	"nosuid": unix.MS_NOSUID, "nodev": unix.MS_NODEV, "magic": 0xC0ED0000, "none": 0,
 }
 
 // mount calls mount(2) directly (mount(8) may use other calls) with the
