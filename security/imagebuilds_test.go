@@ -148,8 +148,13 @@ echo ALL-DONE`
 		t.Fatalf("with image_builds a build's mounts fail (exit %d):\n%s", code, out)
 	}
 	off := newFixture(t, "")
-	if code, out := off.job(off.a, "/berth/attack mount none / - private,rec"); code == 0 || !strings.Contains(out, "blocked: operation not permitted") {
+	code, out := off.job(off.a, "/berth/attack mount none / - private,rec")
+	if !strings.Contains(out, "blocked: operation not permitted") {
 		t.Fatalf("without image_builds a propagation change is not refused (exit %d):\n%s", code, out)
+	}
+	// The job's log says which setting would allow it, once.
+	if strings.Count(out, "image_builds = true") != 1 {
+		t.Errorf("without image_builds a refused mount does not name the setting once:\n%s", out)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -91,13 +92,18 @@ func (n *mountNotes) serve() {
 			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ENOENT) {
 				continue // a signal, or the caller died before we read it
 			}
+			// Closed, the listener fails every pending and later
+			// mount call (ENOSYS) instead of leaving it waiting.
+			unix.Close(n.listener)
 			n.log.Error("mount notifications stopped; jobs' mount calls now fail without a note", "err", err)
 			return
 		}
+		// Told before the call returns, so that the note is in the log
+		// before a job that exits at once is over.
+		n.tell(int(req.pid))
 		resp := seccompNotifResp{id: req.id, error: -int32(unix.EPERM)}
 		// ENOENT: the caller died meanwhile; nothing to answer.
 		ioctlPtr(n.listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
-		n.tell(int(req.pid))
 	}
 }
 
@@ -115,7 +121,14 @@ func (n *mountNotes) tell(pid int) {
 		n.mu.Unlock()
 		if t != nil {
 			if first {
-				go t.stderr.Write([]byte(mountNote)) // a client that does not read must not stall the answers
+				written := make(chan struct{})
+				go func() { t.stderr.Write([]byte(mountNote)); close(written) }()
+				// A client that does not read must not stall the answers
+				// for long.
+				select {
+				case <-written:
+				case <-time.After(time.Second):
+				}
 			}
 			return
 		}
