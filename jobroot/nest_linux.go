@@ -24,11 +24,11 @@ var forwardedSignals = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.
 // orphans, and exits with the command's status (128+N for signal N, as
 // waitInit reports a signalled init). It returns only on failure.
 func runNested(is initSpec, argv0 string) error {
-	uids, err := identityMap("/proc/self/uid_map")
+	uids, err := IdentityMap("/proc/self/uid_map")
 	if err != nil {
 		return err
 	}
-	gids, err := identityMap("/proc/self/gid_map")
+	gids, err := IdentityMap("/proc/self/gid_map")
 	if err != nil {
 		return err
 	}
@@ -80,9 +80,9 @@ func runNested(is initSpec, argv0 string) error {
 	}
 }
 
-// identityMap turns the caller's ID map (a /proc/self/*_map file) into one
-// that maps each of its IDs to itself in a child namespace.
-func identityMap(file string) ([]syscall.SysProcIDMap, error) {
+// IdentityMap turns the caller's ID map (a /proc/self/uid_map or gid_map
+// file) into one that maps each of its IDs to itself in a child namespace.
+func IdentityMap(file string) ([]syscall.SysProcIDMap, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
@@ -91,11 +91,14 @@ func identityMap(file string) ([]syscall.SysProcIDMap, error) {
 	var m []syscall.SysProcIDMap
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var inside, outside, size int
-		if _, err := fmt.Sscan(sc.Text(), &inside, &outside, &size); err != nil {
-			return nil, fmt.Errorf("%s: %q: %w", file, sc.Text(), err)
+		var inside, outside, n int
+		if _, err := fmt.Sscan(sc.Text(), &inside, &outside, &n); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", file, err)
 		}
-		m = append(m, syscall.SysProcIDMap{ContainerID: inside, HostID: inside, Size: size})
+		m = append(m, syscall.SysProcIDMap{ContainerID: inside, HostID: inside, Size: n})
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%s is empty", file)
 	}
 	return m, sc.Err()
 }
