@@ -165,9 +165,10 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount proc: %w", err)
 	}
-	// A build's chroot binds the sandbox's /sys there (buildah checks the
-	// mount point exists); it stays empty, nothing of the host's sysfs
-	// is ever mounted.
+	// buildah's chroot isolation binds the sandbox's /sys into each RUN
+	// ("bind mounting /sys from host into mount namespace: no such file
+	// or directory" without it); it stays empty, nothing of the host's
+	// sysfs is ever mounted.
 	if cfg.ImageBuilds {
 		if err := os.Mkdir(filepath.Join(root, "sys"), 0o555); err != nil {
 			return err
