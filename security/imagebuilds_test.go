@@ -3,6 +3,7 @@
 package security_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -200,5 +201,36 @@ func TestImageBuildsInImageJobs(t *testing.T) {
 	}
 	if code, out := f.runIn(f.good, "kill -TERM $$; sleep 5"); code != 128+15 {
 		t.Errorf("a command killed by SIGTERM: exit %d, want 143\n%s", code, out)
+	}
+}
+
+// TestImageBuildsKeepPrivateDirHidden is TestHidesPrivateDirInHostPath with
+// image_builds: the cover over berth's directory inside a host path stays
+// on, and binding the host path elsewhere does not uncover it (without
+// MS_REC the kernel refuses to leave the locked cover behind; with it the
+// cover comes along).
+func TestImageBuildsKeepPrivateDirHidden(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "berth-hide-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	must(t, os.Chmod(base, 0o755))
+	must(t, os.WriteFile(filepath.Join(base, "public.txt"), []byte("public\n"), 0o644))
+	must(t, os.Mkdir(filepath.Join(base, "berth"), 0o755))
+	conf := filepath.Join(base, "berth", "berth.toml")
+	must(t, os.WriteFile(conf, []byte(secret), 0o644))
+	for _, network := range []string{"isolated", "host"} {
+		cfg := fmt.Sprintf(`{"image_builds": true, "network": %q, "host_paths": ["/usr", "/bin", "/sbin", "/lib", "/lib64", %q]}`, network, base)
+		f := newFixtureHiding(t, cfg, conf)
+		hidesPrivateDir(t, f, base, conf)
+		code, out := f.job(f.a, fmt.Sprintf(`mkdir /tmp/b /tmp/r
+/berth/attack unmount %[1]s/berth
+/berth/attack mount %[1]s /tmp/b - bind
+/berth/attack mount %[1]s /tmp/r - bind,rec >/dev/null
+cat /tmp/b/berth/berth.toml /tmp/r/berth/berth.toml 2>/dev/null
+ls -A /tmp/r/berth | wc -l`, base))
+		want := "blocked: invalid argument\nblocked: invalid argument\n0\n"
+		if strings.Contains(out, secret) || out != want {
+			t.Fatalf("network %s: a job uncovered %s/berth with image_builds: exit %d\n got %q\nwant %q", network, base, code, out, want)
+		}
 	}
 }
