@@ -30,6 +30,9 @@ type initSpec struct {
 	Hostname string   `json:"hostname"`
 	Hosts    string   `json:"hosts"`
 	Resolv   []byte   `json:"resolv,omitempty"`
+	// Nest starts the command in a nested user and mount namespace under
+	// HardenMounts (see Mounts).
+	Nest bool `json:"nest,omitempty"`
 	// ports are the image's exposed ports, for a service's health check.
 	ports []string
 }
@@ -45,6 +48,7 @@ func buildInit(spec Spec, im *images.Image, job *jobDir, log io.Writer) (initSpe
 	is := initSpec{
 		Image: spec.Image, Upper: filepath.Join(job.path, "upper"), Work: filepath.Join(job.path, "work"),
 		Root: filepath.Join(job.path, "root"), Binds: spec.Binds, Hostname: spec.Hostname,
+		Nest: Mounts != nil && Mounts() && HardenMounts != nil,
 	}
 	if is.Hostname == "" {
 		is.Hostname = "berth-job"

@@ -183,6 +183,9 @@ func enterJob(is initSpec) error {
 	if err != nil {
 		return err
 	}
+	if is.Nest {
+		return runNested(is, argv0)
+	}
 	unix.Setgroups(nil) // refused where setgroups is denied; nothing to drop then
 	if err := syscall.Setresgid(is.GID, is.GID, is.GID); err != nil {
 		return fmt.Errorf("setgid %d: %w", is.GID, err)

@@ -49,6 +49,16 @@ func (e *SetupError) Error() string { return e.Message }
 // does, in an init function). Jobs never start while it is nil.
 var Harden func() error
 
+// Mounts, when set and true in the runner, gives this runner's jobs the
+// mount calls of HardenMounts' filter (the local provider's image_builds):
+// the job's command then starts in one more user and mount namespace,
+// nested in its init's, so that the kernel locks every mount the init made
+// (the /proc masks, the binds, the root) and those calls cannot undo them.
+var Mounts func() bool
+
+// HardenMounts is Harden for jobs that Mounts lets mount.
+var HardenMounts func() error
+
 // ParseSetupError finds the runner's setup failure in a job's output tail.
 func ParseSetupError(tail []byte) *SetupError {
 	i := strings.LastIndex(string(tail), ErrorPrefix)

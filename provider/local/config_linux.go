@@ -48,6 +48,12 @@ type Config struct {
 	// drop them): with /etc shown, group shadow would let a job read
 	// /etc/shadow. Without it Init refuses.
 	KeepGroups bool `json:"keep_groups"`
+	// ImageBuilds lets jobs make bind mounts, change mount propagation and
+	// remount binds read-only inside their own mount namespace (and
+	// unmount), which `buildah bud --isolation chroot` needs; every other
+	// mount operation stays denied (seccomp_linux.go mountRules). Off by
+	// default; docs/security-model.md says what it costs.
+	ImageBuilds bool `json:"image_builds"`
 }
 
 // defaultHostPaths is what a sandbox sees of the host unless host_paths says
@@ -60,7 +66,7 @@ var defaultHostPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 const defaultPidsMax = 4096
 
 // configKeys names the valid keys for error messages.
-const configKeys = "network, host_paths, memory_max, cpu_max, pids_max, disk_max, disk_reserve, keep_groups"
+const configKeys = "network, host_paths, memory_max, cpu_max, pids_max, disk_max, disk_reserve, keep_groups, image_builds"
 
 // parseConfig decodes and checks provider_config, filling in defaults.
 func parseConfig(raw []byte) (Config, error) {

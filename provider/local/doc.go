@@ -112,7 +112,9 @@
 //	                            // file system, "0" = no limit
 //	  "disk_reserve": "1G",     // free space no job eats into; default 5% of the
 //	                            // file system, at most 1G, "0" = none
-//	  "keep_groups": false      // unprivileged: accept supplementary groups jobs keep
+//	  "keep_groups": false,     // unprivileged: accept supplementary groups jobs keep
+//	  "image_builds": false     // plain jobs may bind, change propagation and
+//	                            // remount binds read-only (buildah bud); off by default
 //	}
 //
 // memory_max and cpu_max need berth to run as root on a host whose cgroup

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/jobroot"
 )
 
 // jobNS says how the sandbox starts commands: each in a user namespace
@@ -35,10 +36,10 @@ type jobNS struct {
 func newJobNS() (jobNS, error) {
 	var j jobNS
 	var err error
-	if j.uidMap, err = identityMap("/proc/self/uid_map"); err != nil {
+	if j.uidMap, err = jobroot.IdentityMap("/proc/self/uid_map"); err != nil {
 		return j, err
 	}
-	if j.gidMap, err = identityMap("/proc/self/gid_map"); err != nil {
+	if j.gidMap, err = jobroot.IdentityMap("/proc/self/gid_map"); err != nil {
 		return j, err
 	}
 	b, err := os.ReadFile("/proc/self/setgroups")
@@ -47,29 +48,6 @@ func newJobNS() (jobNS, error) {
 	}
 	j.setgroups = strings.TrimSpace(string(b)) == "allow"
 	return j, nil
-}
-
-// identityMap turns the sandbox's ID map into one that maps each of its IDs
-// to itself in a child namespace.
-func identityMap(file string) ([]syscall.SysProcIDMap, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var m []syscall.SysProcIDMap
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var inside, outside, n int
-		if _, err := fmt.Sscan(sc.Text(), &inside, &outside, &n); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", file, err)
-		}
-		m = append(m, syscall.SysProcIDMap{ContainerID: inside, HostID: inside, Size: n})
-	}
-	if len(m) == 0 {
-		return nil, fmt.Errorf("%s is empty", file)
-	}
-	return m, sc.Err()
 }
 
 func (j jobNS) sysProcAttr() *syscall.SysProcAttr {

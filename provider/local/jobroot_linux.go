@@ -22,8 +22,21 @@ import (
 
 // Jobs in images get the sandbox's own seccomp filter and no_new_privs
 // before their command starts, so they end up under the same restrictions
-// as plain jobs.
-func init() { jobroot.Harden = func() error { return loadSeccomp(true) } }
+// as plain jobs. With image_builds the launcher starts runners with
+// runnerBuildsArg, and their jobs get the filter of plain jobs with
+// image_builds, their command in one more user namespace (jobroot.Mounts):
+// their init mounts the /proc masks in a user namespace it owns, and only
+// a nested one locks them against the unmounting and binds allowed.
+func init() {
+	jobroot.Harden = func() error { _, err := loadSeccomp(true, mountsRefused); return err }
+	jobroot.HardenMounts = func() error { _, err := loadSeccomp(true, mountsForBuilds); return err }
+	jobroot.Mounts = func() bool { return len(os.Args) == 2 && os.Args[1] == runnerBuildsArg }
+}
+
+// runnerBuildsArg is the argument the launcher starts runners with under
+// image_builds: an argument, which a job's variables cannot set (the
+// session's environment reaches the runner).
+const runnerBuildsArg = "image-builds"
 
 // Jobs in images need mounts (an overlay root per job), which the sandbox's
 // seccomp filter denies to everything PID 1 starts. So for the sandbox's
@@ -54,6 +67,8 @@ const (
 	// launcherNoteEnv carries what to tell a job whose registry is
 	// unreachable from this sandbox.
 	launcherNoteEnv = "BERTH_LOCAL_LAUNCHER_NOTE"
+	// launcherBuildsEnv is "1" with provider_config image_builds.
+	launcherBuildsEnv = "BERTH_LOCAL_LAUNCHER_BUILDS"
 )
 
 // instanceDirs are the directories of an instance a sandbox is given.
@@ -138,10 +153,15 @@ func startLauncher(cfg sandboxConfig) (*os.File, error) {
 		// has the runner use the cache only; this is for other callers.
 		note = `this local instance has network = "isolated" and cannot reach registries itself: run the job through berth, which pulls images on the host into the instance's cache (Provider.ImageCache), or set network = "host" in [autoscaler.provider_config]`
 	}
+	builds := ""
+	if cfg.ImageBuilds {
+		builds = "1"
+	}
 	p, err := os.StartProcess("/proc/self/exe", []string{"berth-launcher", cfg.ID}, &os.ProcAttr{
 		// GOMAXPROCS as PID 1's: the launcher only starts runners, which
 		// get the session's environment, not this one.
-		Env:   []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, "GOMAXPROCS=" + sandboxGOMAXPROCS, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Env: []string{launcherEnv + "=" + mode, launcherNoteEnv + "=" + note, launcherBuildsEnv + "=" + builds,
+			"GOMAXPROCS=" + sandboxGOMAXPROCS, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Files: []*os.File{null, os.Stderr, os.Stderr, theirs, cache},
 		Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS},
 	})
@@ -253,7 +273,11 @@ func serveRunner(env []string, files []*os.File) {
 		}
 	}
 	clean = append(clean, "BERTH_JOBROOT=run", "BERTH_JOBROOT_CACHE="+launcherCache, "BERTH_JOBROOT_UNREACHABLE="+os.Getenv(launcherNoteEnv))
-	p, err := os.StartProcess("/proc/self/exe", []string{"berth-jobroot"}, &os.ProcAttr{
+	argv := []string{"berth-jobroot"}
+	if os.Getenv(launcherBuildsEnv) == "1" {
+		argv = append(argv, runnerBuildsArg)
+	}
+	p, err := os.StartProcess("/proc/self/exe", argv, &os.ProcAttr{
 		Dir: "/berth", Env: clean, Files: files[:3], Sys: &syscall.SysProcAttr{Setpgid: true},
 	})
 	for _, f := range files[:3] {

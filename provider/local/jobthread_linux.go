@@ -21,17 +21,27 @@ import (
 // alone and no other thread of PID 1 gets it by being cloned from this one.
 type jobThread struct {
 	reqs chan func()
+	// listener is the filter's seccomp listener, for mountNotes; -1
+	// when there is none (image_builds, or a kernel without one).
+	listener int
 }
 
-// newJobThread starts the job thread's thread and loads the filter on it.
-func newJobThread() (*jobThread, error) {
-	s := &jobThread{reqs: make(chan func())}
+// newJobThread starts the job thread's thread and loads the filter on it;
+// builds is provider_config image_builds. Without it mount calls go to
+// the filter's listener (mountsNoted) where the kernel offers one.
+func newJobThread(builds bool) (*jobThread, error) {
+	s := &jobThread{reqs: make(chan func()), listener: -1}
 	loaded := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread carries the filter, and ends with
 		// the process.
 		runtime.LockOSThread()
-		err := loadSeccomp(false)
+		var err error
+		if builds {
+			_, err = loadSeccomp(false, mountsForBuilds)
+		} else if s.listener, err = loadSeccomp(false, mountsNoted); err != nil {
+			s.listener, err = loadSeccomp(false, mountsRefused)
+		}
 		loaded <- err
 		if err != nil {
 			return // the thread ends with the locked goroutine

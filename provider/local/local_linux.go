@@ -309,7 +309,7 @@ func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
 		HostPaths: p.cfg.HostPaths, Masks: p.masks, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax, DiskReserve: p.diskReserve,
-		Slots: p.slots,
+		Slots: p.slots, ImageBuilds: p.cfg.ImageBuilds,
 	}
 }
 

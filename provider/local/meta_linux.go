@@ -86,6 +86,10 @@ type sandboxConfig struct {
 	// Exec says that execFD is berth's exec socket: berth runs commands
 	// through it without SSH (localexec_linux.go).
 	Exec bool `json:"exec,omitempty"`
+	// ImageBuilds is provider_config image_builds: the job filter lets
+	// jobs bind, change propagation and remount binds read-only
+	// (mountRules), and the root has an empty /sys for a build's mounts.
+	ImageBuilds bool `json:"image_builds,omitempty"`
 }
 
 // Files in an instance directory.

@@ -170,6 +170,15 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount proc: %w", err)
 	}
+	// buildah's chroot isolation binds the sandbox's /sys into each RUN
+	// ("bind mounting /sys from host into mount namespace: no such file
+	// or directory" without it); it stays empty, nothing of the host's
+	// sysfs is ever mounted.
+	if cfg.ImageBuilds {
+		if err := os.Mkdir(filepath.Join(root, "sys"), 0o555); err != nil {
+			return err
+		}
+	}
 	// Before any job can start, and through this procfs (quotas_linux.go).
 	if err := setUserQuotas(filepath.Join(proc, "sys", "user"), cfg.Slots); err != nil {
 		return err

@@ -196,7 +196,7 @@ func runSandbox(log *slog.Logger) error {
 	// From here on PID 1 starts processes only from the job thread,
 	// which carries the seccomp filter; the image launcher starts later,
 	// for the first image job, if any (jobroot_linux.go).
-	spawn, err := newJobThread()
+	spawn, err := newJobThread(cfg.ImageBuilds)
 	if err != nil {
 		return err
 	}
@@ -219,6 +219,10 @@ func runSandbox(log *slog.Logger) error {
 	}
 	s := &sshd{config: server, reaper: r, log: log, hostname: cfg.ID, jobs: jobs,
 		launcher: &imageLauncher{cfg: cfg, spawn: spawn}}
+	if spawn.listener >= 0 {
+		s.notes = &mountNotes{listener: spawn.listener, log: log}
+		go s.notes.serve()
+	}
 	if cfg.DiskMax > 0 || cfg.DiskReserve > 0 {
 		limit := cfg.DiskMax
 		if limit <= 0 {

@@ -64,7 +64,7 @@ func TestFilterDecidesAsBefore(t *testing.T) {
 	if err != nil {
 		t.Skipf("go-seccomp-bpf does not know %s: %v", runtime.GOARCH, err)
 	}
-	newVM := mustVM(t, sandboxFilter(table))
+	newVM := mustVM(t, sandboxFilter(table, mountsRefused))
 	oldVM := mustVM(t, libraryFilter(t, info))
 	skip := map[uint32]bool{}
 	for name := range onlyOn32Bit {
@@ -178,4 +178,111 @@ func seccompData(nr, archID uint32, args [6]uint64) []byte {
 		binary.BigEndian.PutUint32(b[16+8*i+hi:], uint32(a>>32))
 	}
 	return b
+}
+
+// TestImageBuildsMountFilter runs the filter with image_builds on and off
+// over the mount(2) flags a build uses and the ones an attacker would try:
+// with it, binds, propagation changes and read-only bind remounts pass
+// and nothing else; without it, no mount call passes. Every other call is
+// decided as without image_builds.
+func TestImageBuildsMountFilter(t *testing.T) {
+	table, err := nativeSyscalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	builds := mustVM(t, sandboxFilter(table, mountsForBuilds))
+	plain := mustVM(t, sandboxFilter(table, mountsRefused))
+	const (
+		allow = unix.SECCOMP_RET_ALLOW
+		eperm = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		magic = 0xC0ED0000 // MS_MGC_VAL, which path_mount strips
+	)
+	cases := []struct {
+		what  string
+		flags uint64
+		want  uint32
+	}{
+		{"bind", unix.MS_BIND, allow},
+		{"recursive bind", unix.MS_BIND | unix.MS_REC, allow},
+		{"bind with flags the kernel ignores", unix.MS_BIND | unix.MS_REC | unix.MS_NOSUID | unix.MS_PRIVATE, allow},
+		{"bind with the magic", magic | unix.MS_BIND, allow},
+		{"make private", unix.MS_PRIVATE, allow},
+		{"make private recursively (buildah's 0x44000)", unix.MS_PRIVATE | unix.MS_REC, allow},
+		{"make slave", unix.MS_SLAVE | unix.MS_REC | unix.MS_SILENT, allow},
+		{"make shared", unix.MS_SHARED, allow},
+		{"make unbindable", unix.MS_UNBINDABLE | unix.MS_REC, allow},
+		{"read-only bind remount", unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY, allow},
+		{"read-only bind remount with nosuid, nodev", unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV, allow},
+		{"read-write bind remount", unix.MS_REMOUNT | unix.MS_BIND, eperm},
+		{"read-write bind remount with nosuid", unix.MS_REMOUNT | unix.MS_BIND | unix.MS_NOSUID, eperm},
+		{"plain remount read-only", unix.MS_REMOUNT | unix.MS_RDONLY, eperm},
+		{"plain remount read-write", unix.MS_REMOUNT, eperm},
+		{"move", unix.MS_MOVE, eperm},
+		{"new mount (tmpfs, overlay, proc: the type is not read)", 0, eperm},
+		{"new mount with nosuid, nodev", unix.MS_NOSUID | unix.MS_NODEV, eperm},
+		{"new mount read-only", unix.MS_RDONLY, eperm},
+		{"two propagation types", unix.MS_PRIVATE | unix.MS_SHARED, eperm},
+		{"propagation with another flag", unix.MS_PRIVATE | unix.MS_NOSUID, eperm},
+		{"new mount behind the magic (drops MS_PRIVATE's bit)", magic | unix.MS_PRIVATE, eperm},
+		{"new mount behind the magic", magic, eperm},
+		{"new mount with the high half set", 1 << 40, eperm},
+		{"bind in the high half only", unix.MS_BIND << 32, eperm},
+	}
+	mount := table.numbers["mount"]
+	for _, c := range cases {
+		in := seccompData(mount, table.auditArch, [6]uint64{0, 0, 0, c.flags})
+		if got, _ := builds.Run(in); uint32(got) != c.want {
+			t.Errorf("image_builds, %s (%#x): %#x, want %#x", c.what, c.flags, got, c.want)
+		}
+		if got, _ := plain.Run(in); uint32(got) != eperm {
+			t.Errorf("without image_builds, %s (%#x): %#x, want EPERM", c.what, c.flags, got)
+		}
+	}
+	for name, want := range map[string]uint32{
+		"umount2": allow, "umount": allow,
+		"pivot_root": eperm, "fsopen": eperm, "fsconfig": eperm, "fsmount": eperm, "fspick": eperm,
+		"move_mount": eperm, "open_tree": eperm, "mount_setattr": eperm,
+	} {
+		nr, ok := table.numbers[name]
+		if !ok {
+			continue // not on this architecture
+		}
+		in := seccompData(nr, table.auditArch, [6]uint64{})
+		if got, _ := builds.Run(in); uint32(got) != want {
+			t.Errorf("image_builds, %s: %#x, want %#x", name, got, want)
+		}
+		if got, _ := plain.Run(in); uint32(got) != eperm {
+			t.Errorf("without image_builds, %s: %#x, want EPERM", name, got)
+		}
+	}
+	// Nothing else changes. Noted, mount goes to PID 1 (which answers
+	// EPERM), and nothing else changes either.
+	noted := mustVM(t, sandboxFilter(table, mountsNoted))
+	for nr := uint32(0); nr < 1024; nr++ {
+		name := nameOf(table, nr)
+		for _, a := range [][6]uint64{{}, {unix.CLONE_NEWNET}, {unix.AF_VSOCK}, {0, 0, 0, unix.MS_BIND}} {
+			in := seccompData(nr, table.auditArch, a)
+			want, _ := plain.Run(in)
+			if got, _ := noted.Run(in); name == "mount" && uint32(got) != unix.SECCOMP_RET_USER_NOTIF {
+				t.Errorf("noted, mount%v: %#x, want USER_NOTIF", a, got)
+			} else if name != "mount" && got != want {
+				t.Fatalf("nr %d args %v: noted says %#x, refused %#x", nr, a, got, want)
+			}
+			if buildMountCalls[name] {
+				continue
+			}
+			if got, _ := builds.Run(in); got != want {
+				t.Fatalf("nr %d args %v: image_builds says %#x, without %#x", nr, a, got, want)
+			}
+		}
+	}
+}
+
+func nameOf(table sysTable, nr uint32) string {
+	for name, n := range table.numbers {
+		if n == nr {
+			return name
+		}
+	}
+	return ""
 }

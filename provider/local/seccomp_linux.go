@@ -81,10 +81,7 @@ type argCond struct {
 // falls through otherwise. Rules whose system call this architecture does
 // not have are skipped.
 func assembleRules(table sysTable, rules []argRule) []bpf.Instruction {
-	lo := uint32(0) // offset of an argument's low half within its 8 bytes
-	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
-		lo = 4
-	}
+	lo := argLow()
 	var out []bpf.Instruction
 	for _, r := range rules {
 		nr, ok := table.numbers[r.name]
@@ -117,6 +114,87 @@ func assembleRules(table sysTable, rules []argRule) []bpf.Instruction {
 	return out
 }
 
+// buildMountCalls are the calls of deniedSyscalls that image_builds
+// allows: mount(2) as far as mountRules lets it through, and unmounting,
+// which the kernel refuses for every mount a job inherited (they are
+// locked, jobns_linux.go) and which undoes only the job's own.
+var buildMountCalls = map[string]bool{"mount": true, "umount": true, "umount2": true}
+
+// Mount flags as mount(2) takes them (unix has them as int).
+const (
+	msRDONLY      = uint32(unix.MS_RDONLY)
+	msREMOUNT     = uint32(unix.MS_REMOUNT)
+	msBIND        = uint32(unix.MS_BIND)
+	msREC         = uint32(unix.MS_REC)
+	msSILENT      = uint32(unix.MS_SILENT)
+	msPRIVATE     = uint32(unix.MS_PRIVATE)
+	msSLAVE       = uint32(unix.MS_SLAVE)
+	msSHARED      = uint32(unix.MS_SHARED)
+	msUNBINDABLE  = uint32(unix.MS_UNBINDABLE)
+	mountFlagsArg = 3 // mount(source, target, fstype, flags, data)
+)
+
+// mountRules is the BPF that decides every mount(2) under image_builds,
+// on its flags alone: seccomp cannot read the source, target, type and
+// data strings behind mount's pointers, and need not. The kernel's
+// path_mount (fs/namespace.c) dispatches on the flags in this order, and
+// only the last branch, a new mount, reads the type: so a call is
+//   - a read-only bind remount when MS_REMOUNT and MS_BIND are set
+//     (do_reconfigure_mnt, which changes per-mount flags only): allowed
+//     with MS_RDONLY set, refused without (it would make a bind writable);
+//   - any other remount (MS_REMOUNT without MS_BIND, which reconfigures
+//     the file system itself): refused;
+//   - a bind (do_loopback) when MS_BIND is set: allowed, whatever else is
+//     set (the kernel ignores every other flag but MS_REC there);
+//   - a propagation change (do_change_type) when the flags are exactly one
+//     of MS_PRIVATE, MS_SLAVE, MS_SHARED, MS_UNBINDABLE, with MS_REC or
+//     MS_SILENT or both: allowed;
+//   - anything else (MS_MOVE, and every new mount: tmpfs, overlay, proc,
+//     sysfs, cgroup2, whatever its type string says): refused.
+//
+// The exact comparison for propagation changes matters: path_mount first
+// drops the top 16 bits when they hold the old magic 0xC0ED, which
+// includes the bits of MS_PRIVATE and MS_SLAVE, and a test for "some
+// propagation bit set" would let such a call through as a new mount of
+// any type. Bits above the low 32 reach no branch of path_mount.
+func mountRules(table sysTable) []bpf.Instruction {
+	nr, ok := table.numbers["mount"]
+	if !ok {
+		return nil
+	}
+	allow := bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW}
+	deny := bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)}
+	roRemount := msREMOUNT | msBIND | msRDONLY
+	prog := []bpf.Instruction{
+		/* 0 */ bpf.LoadAbsolute{Off: 0, Size: 4}, // seccomp_data.nr
+		/* 1 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipFalse: 14}, // to 16, past the block
+		/* 2 */ bpf.LoadAbsolute{Off: 16 + 8*mountFlagsArg + argLow(), Size: 4},
+		/* 3 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: msBIND, SkipFalse: 5}, // to 9
+		/* 4 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: msREMOUNT, SkipFalse: 3}, // a bind: to 8
+		/* 5 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: roRemount},
+		/* 6 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: roRemount, SkipTrue: 1},
+		/* 7 */ deny, // a bind remount without MS_RDONLY
+		/* 8 */ allow,
+		/* 9 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: ^(msREC | msSILENT)},
+		/* 10 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: msPRIVATE, SkipTrue: 4},
+		/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: msSLAVE, SkipTrue: 3},
+		/* 12 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: msSHARED, SkipTrue: 2},
+		/* 13 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: msUNBINDABLE, SkipTrue: 1},
+		/* 14 */ deny,
+		/* 15 */ allow,
+	}
+	return prog
+}
+
+// argLow is the offset of an argument's low half within its 8 bytes of
+// seccomp_data.
+func argLow() uint32 {
+	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 {
+		return 4
+	}
+	return 0
+}
+
 // sysTable is what the filter needs to know of the running architecture:
 // its audit architecture, whether the x32 ABI shares it (numbers with
 // x32Bit set), and the numbers of the system calls the filter names.
@@ -130,10 +208,27 @@ type sysTable struct {
 // under x86-64's audit architecture.
 const x32Bit = 0x40000000
 
+// mountPolicy is what the filter does with mount(2).
+type mountPolicy int
+
+const (
+	// mountsRefused fails every mount call with EPERM.
+	mountsRefused mountPolicy = iota
+	// mountsNoted hands mount calls to the filter's listener (PID 1,
+	// mountnote_linux.go), which fails each with EPERM and tells the
+	// job's log once that provider_config image_builds would allow a
+	// build's mounts.
+	mountsNoted
+	// mountsForBuilds is provider_config image_builds: mount(2) as
+	// mountRules allows, and unmounting.
+	mountsForBuilds
+)
+
 // sandboxFilter is the sandbox's seccomp program for table's
-// architecture. seccomp_data holds the system call number at offset 0 and
-// the audit architecture at offset 4.
-func sandboxFilter(table sysTable) []bpf.Instruction {
+// architecture, with mounts as policy says. seccomp_data holds the system
+// call number at offset 0 and the audit architecture at offset 4.
+func sandboxFilter(table sysTable, policy mountPolicy) []bpf.Instruction {
+	builds := policy == mountsForBuilds
 	prog := []bpf.Instruction{
 		// Another ABI's numbers mean other calls: kill.
 		bpf.LoadAbsolute{Off: 4, Size: 4},
@@ -149,8 +244,20 @@ func sandboxFilter(table sysTable) []bpf.Instruction {
 			bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)})
 	}
 	prog = append(prog, assembleRules(table, argumentRules())...)
+	switch nr, ok := table.numbers["mount"]; {
+	case builds:
+		prog = append(prog, mountRules(table)...)
+	case policy == mountsNoted && ok:
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: 0, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: 1},
+			bpf.RetConstant{Val: unix.SECCOMP_RET_USER_NOTIF})
+	}
 	var denied []uint32
 	for _, name := range deniedSyscalls {
+		if builds && buildMountCalls[name] {
+			continue
+		}
 		if nr, ok := table.numbers[name]; ok {
 			denied = append(denied, nr)
 		}
@@ -172,27 +279,38 @@ func sandboxFilter(table sysTable) []bpf.Instruction {
 // locked to it); every process started afterwards from a filtered thread
 // inherits both. System calls of another ABI than the native one (32-bit
 // calls on x86-64, for example) kill the process: the filter could not
-// tell their numbers apart.
-func loadSeccomp(allThreads bool) error {
+// tell their numbers apart. With mountsNoted it returns the filter's
+// listener (the kernel refuses a listener with allThreads); otherwise -1.
+func loadSeccomp(allThreads bool, policy mountPolicy) (int, error) {
 	table, err := nativeSyscalls()
 	if err != nil {
-		return fmt.Errorf("seccomp: %w", err)
+		return -1, fmt.Errorf("seccomp: %w", err)
 	}
-	raw, err := bpf.Assemble(sandboxFilter(table))
+	raw, err := bpf.Assemble(sandboxFilter(table, policy))
 	if err != nil {
-		return fmt.Errorf("seccomp: assemble BPF: %w", err)
+		return -1, fmt.Errorf("seccomp: assemble BPF: %w", err)
 	}
 	filter := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("set no_new_privs: %w", err)
+		return -1, fmt.Errorf("set no_new_privs: %w", err)
 	}
-	if err := installFilter(filter, allThreads); err != nil {
-		return fmt.Errorf("install seccomp filter: %w", err)
+	flags := uintptr(0)
+	if allThreads {
+		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
+	} else if policy == mountsNoted {
+		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 	}
-	return nil
+	r, err := installFilter(filter, flags)
+	if err != nil {
+		return -1, fmt.Errorf("install seccomp filter: %w", err)
+	}
+	if flags == unix.SECCOMP_FILTER_FLAG_NEW_LISTENER {
+		return r, nil
+	}
+	return -1, nil
 }
 
 // sealSeccomp gives every thread of the process the filter of the calling
@@ -200,25 +318,23 @@ func loadSeccomp(allThreads bool) error {
 // allows everything on top of it.
 func sealSeccomp() error {
 	allow := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}}
-	return installFilter(allow, true)
+	_, err := installFilter(allow, unix.SECCOMP_FILTER_FLAG_TSYNC)
+	return err
 }
 
-// installFilter installs filter on the calling thread, or with allThreads
-// on every thread at once. TSYNC fails, with the ID of the thread as the
-// result rather than an errno, when a thread holds a filter the caller
-// does not.
-func installFilter(filter []unix.SockFilter, allThreads bool) error {
+// installFilter installs filter on the calling thread, or with TSYNC in
+// flags on every thread at once, and returns the kernel's result: the
+// listener's descriptor with SECCOMP_FILTER_FLAG_NEW_LISTENER. TSYNC
+// fails, with the ID of the thread as the result rather than an errno,
+// when a thread holds a filter the caller does not.
+func installFilter(filter []unix.SockFilter, flags uintptr) (int, error) {
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	flags := uintptr(0)
-	if allThreads {
-		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
-	}
 	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
 	if errno != 0 {
-		return errno
+		return -1, errno
 	}
-	if r != 0 {
-		return fmt.Errorf("thread %d holds a filter the calling thread does not", r)
+	if flags&unix.SECCOMP_FILTER_FLAG_TSYNC != 0 && r != 0 {
+		return -1, fmt.Errorf("thread %d holds a filter the calling thread does not", r)
 	}
-	return nil
+	return int(r), nil
 }

@@ -26,6 +26,7 @@ type sshd struct {
 	hostname string
 	jobs     jobNS
 	launcher *imageLauncher // started for the first image job
+	notes    *mountNotes    // nil with image_builds or without a listener
 
 	recycling sync.Mutex
 	pending   *pending
@@ -369,10 +370,12 @@ func (s *sshd) start(ch cmdIO, argv, env []string) (int, <-chan unix.WaitStatus,
 	// quietcopy waits with a small buffer where io.Copy holds 32 KiB.
 	go func() { quietcopy.Copy(ch, outR); outR.Close(); wg.Done() }()
 	go func() { quietcopy.Copy(ch.Stderr(), errR); errR.Close(); wg.Done() }()
+	s.notes.add(pid, ch.Stderr())
 	done := make(chan unix.WaitStatus, 1)
 	go func() {
 		ws := <-wait
 		wg.Wait()
+		s.notes.remove(pid)
 		done <- ws
 	}()
 	return pid, done, nil

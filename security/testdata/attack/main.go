@@ -62,6 +62,10 @@ func main() {
 		if err == nil {
 			unix.Close(fd)
 		}
+	case "mount":
+		err = mount(os.Args[2], os.Args[3], os.Args[4], os.Args[5])
+	case "mountflood":
+		err = mountFlood(os.Args[2], os.Args[3])
 	case "unmount":
 		err = unix.Unmount(os.Args[2], unix.MNT_DETACH)
 	case "settime":
@@ -257,4 +261,61 @@ func flood(addr, n, dir string) error {
 		}
 	}
 	return nil
+}
+
+// mountFlags are the mount(2) flags the mount attack takes by name;
+// "magic" is the old MS_MGC_VAL the kernel strips from the top 16 bits.
+var mountFlags = map[string]uintptr{
+	"bind": unix.MS_BIND, "rec": unix.MS_REC, "remount": unix.MS_REMOUNT, "rdonly": unix.MS_RDONLY,
+	"private": unix.MS_PRIVATE, "shared": unix.MS_SHARED, "slave": unix.MS_SLAVE, "move": unix.MS_MOVE,
+	"nosuid": unix.MS_NOSUID, "nodev": unix.MS_NODEV, "magic": 0xC0ED0000, "none": 0,
+}
+
+// mount calls mount(2) directly (mount(8) may use other calls) with the
+// comma-separated flags named in flags; fstype "-" is none.
+func mount(src, dst, fstype, flags string) error {
+	var f uintptr
+	for _, name := range strings.Split(flags, ",") {
+		v, ok := mountFlags[name]
+		if !ok {
+			return fmt.Errorf("unknown mount flag %q", name)
+		}
+		f |= v
+	}
+	if fstype == "-" {
+		fstype = ""
+	}
+	return unix.Mount(src, dst, fstype, f, "")
+}
+
+// mountFlood makes mounts in dir until there are n in the job's mount
+// namespace (the attack worked) or the kernel refuses one (it reports how
+// many there were). Each round binds dir recursively into a new directory
+// of itself, doubling the mounts under it: a flood in few calls.
+func mountFlood(dir, n string) error {
+	var want int
+	fmt.Sscan(n, &want)
+	for i := 0; ; i++ {
+		have, err := countMounts()
+		if err != nil {
+			return err
+		}
+		if have >= want {
+			fmt.Printf("held %d mounts\n", have)
+			return nil
+		}
+		d := fmt.Sprintf("%s/%d", dir, i)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(dir, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("refused with %d mounts: %w", have, err)
+		}
+	}
+}
+
+// countMounts counts the mounts of the caller's mount namespace.
+func countMounts() (int, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	return strings.Count(string(b), "\n"), err
 }
