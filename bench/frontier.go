@@ -169,7 +169,9 @@ func better(a, b Result, target time.Duration) bool {
 
 // Verdict compares berth at target (the row whose target_wait is target)
 // with the best hindsight rows: whether its p95 is within target, and its
-// utilization less the best baseline's that meets the target.
+// utilization less the best baseline's that meets the target. WithinMargin
+// holds only when berth meets the target too: a utilization bought with
+// waits over the target is no match for a baseline that keeps it.
 type Verdict struct {
 	BerthP95S    float64 `json:"berth_p95_s"`
 	BerthUtil    float64 `json:"berth_utilization"`
@@ -199,6 +201,6 @@ func Judge(best []FrontierRow, target time.Duration) Verdict {
 		v.BestFamily, v.BestSetting, v.BestUtil = r.Family, r.Setting, r.Result.Utilization
 	}
 	v.UtilMargin = v.BerthUtil - v.BestUtil
-	v.WithinMargin = v.UtilMargin >= -0.03
+	v.WithinMargin = v.Met && v.UtilMargin >= -0.03
 	return v
 }
