@@ -334,6 +334,14 @@ type Result struct {
 	// FailureReasons counts failed jobs by the message their executor
 	// would have shown.
 	FailureReasons map[string]int `json:"failure_reasons,omitempty"`
+
+	// ClairvoyantUtilization and ClairvoyantBoots are the clairvoyant
+	// reference's (ClairvoyantSchedule) on the same jobs and costs: the
+	// physical limit. ClairvoyantRatio is Utilization over it, the share
+	// of the limit this policy reaches.
+	ClairvoyantUtilization float64 `json:"clairvoyant_utilization"`
+	ClairvoyantBoots       int     `json:"clairvoyant_boots"`
+	ClairvoyantRatio       float64 `json:"clairvoyant_ratio"`
 }
 
 // Run replays jobs (sorted by arrival) from start under cfg. The clock
@@ -371,6 +379,11 @@ func Run(jobs []Job, start time.Time, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	res := r.result()
+	ref := ClairvoyantSchedule(jobs, cfg)
+	res.ClairvoyantUtilization, res.ClairvoyantBoots = ref.Utilization, ref.Boots
+	if ref.Utilization > 0 {
+		res.ClairvoyantRatio = res.Utilization / ref.Utilization
+	}
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	return res, nil
 }

@@ -181,6 +181,12 @@ type Verdict struct {
 	BestUtil     float64 `json:"best_utilization"`
 	UtilMargin   float64 `json:"utilization_margin"`
 	WithinMargin bool    `json:"within_0_03"`
+	// ClairvoyantUtil and ClairvoyantBoots are the clairvoyant reference's
+	// on the trace (ClairvoyantSchedule); ClairvoyantRatio is berth's
+	// utilization over it.
+	ClairvoyantUtil  float64 `json:"clairvoyant_utilization"`
+	ClairvoyantBoots int     `json:"clairvoyant_boots"`
+	ClairvoyantRatio float64 `json:"clairvoyant_ratio"`
 }
 
 // Judge is the verdict for berth at target over the best rows.
@@ -194,6 +200,7 @@ func Judge(best []FrontierRow, target time.Duration) Verdict {
 	}
 	b := best[i].Result
 	v.BerthP95S, v.BerthUtil, v.Met = b.WaitP95S, b.Utilization, b.WaitP95S <= target.Seconds()
+	v.ClairvoyantUtil, v.ClairvoyantBoots, v.ClairvoyantRatio = b.ClairvoyantUtilization, b.ClairvoyantBoots, b.ClairvoyantRatio
 	for _, r := range best {
 		if r.Family == FamilyBerth || r.Result.WaitP95S > target.Seconds() || r.Result.Utilization <= v.BestUtil {
 			continue
