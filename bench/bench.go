@@ -104,6 +104,10 @@ type Config struct {
 	// window: the active period's SuspendedIdleCount (policy.Schedule
 	// semantics: the last matching period wins, the first is the default).
 	Schedule []policy.Period
+	// Timezone is the policy's time zone (policy.Period.Timezone; nil is
+	// UTC): berth's learned profile counts its hours in it
+	// (scaler.Config.ProfileZone), and Schedule's windows are read in it.
+	Timezone *time.Location
 	// Warmup leaves the jobs arriving in the first Warmup of the replay out
 	// of the wait statistics (they are replayed, and billed, all the same):
 	// a learning policy is judged once it had the time to learn.
@@ -278,6 +282,7 @@ type Result struct {
 	SuspendedIdleTimeS  float64 `json:"suspended_idle_time_s"`
 	SuspendedIdleCount  int     `json:"suspended_idle_count"`
 	TargetWaitS         float64 `json:"target_wait_s"`
+	Timezone            string  `json:"timezone,omitempty"`
 	AcquireTimeoutS     float64 `json:"acquire_timeout_s"`
 	Seed                uint64  `json:"seed"`
 	PollConcurrency     int     `json:"poll_concurrency,omitempty"`
@@ -624,6 +629,7 @@ func (r *runner) result() Result {
 		SuspendedIdleTimeS:  c.SuspendedIdleTime.Seconds(),
 		SuspendedIdleCount:  c.SuspendedIdleCount,
 		TargetWaitS:         c.TargetWait.Seconds(),
+		Timezone:            zoneText(c.Timezone),
 		AcquireTimeoutS:     c.AcquireTimeout.Seconds(),
 		Seed:                c.Seed,
 		PollConcurrency:     c.PollConcurrency,
@@ -670,6 +676,14 @@ func (r *runner) result() Result {
 		res.FailureReasons = r.reasons
 	}
 	return res
+}
+
+// zoneText names a replay's time zone, empty for UTC.
+func zoneText(z *time.Location) string {
+	if z == nil || z.String() == "UTC" {
+		return ""
+	}
+	return z.String()
 }
 
 // percentile is the nearest-rank percentile of sorted values.

@@ -23,6 +23,10 @@
 # A run takes about a second; JOBS (default 2) run at once, under nice, so a
 # shared machine stays usable.
 #
+# SHAPES replaces the list of shapes (a binary older than the dst shape
+# replays the others only). dst is replayed with --timezone America/New_York,
+# its team's zone, unless ZONE says otherwise (ZONE=UTC: the profile in UTC).
+#
 # POLICY replaces berth's policy flags (default --target-wait 15s). The
 # keep-everything reference of docs/bench.md keeps every instance it ever
 # booted, suspended, for ever:
@@ -47,7 +51,7 @@ fi
 
 bin=${1:?usage: table.sh BIN DIR | table.sh -diff BASE NEW}
 dir=${2:?usage: table.sh BIN DIR | table.sh -diff BASE NEW}
-shapes="office monorepo nightly poisson weekend lowvolume teamchange growth twooffices release"
+shapes=${SHAPES:-"office monorepo nightly poisson weekend lowvolume teamchange growth twooffices release dst"}
 mkdir -p "$dir"
 for s in $shapes; do
 	for n in 1 2 3; do
@@ -62,6 +66,7 @@ for s in $shapes; do
 done | xargs -P "${JOBS:-2}" -L 1 sh -c '
 	s=$0 n=$1 m=$2
 	if [ "$m" = day ]; then hist="--warmup 24h"; else hist=--no-history; fi
+	if [ "$s" = dst ]; then hist="$hist --timezone '"${ZONE:-America/New_York}"'"; fi
 	jobs=$(mktemp)
 	out=$(nice -n 10 "'"$bin"'" bench --trace "'"$dir"'/$s-$n.csv" --boot-time 60s \
 		--resume-time 10s --suspended-cost 0.1 --max-instances 1000 --jobs "$jobs" \
