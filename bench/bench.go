@@ -104,6 +104,10 @@ type Config struct {
 	// window: the active period's SuspendedIdleCount (policy.Schedule
 	// semantics: the last matching period wins, the first is the default).
 	Schedule []policy.Period
+	// Timezone is the policy's time zone (policy.Period.Timezone; nil is
+	// UTC): berth's learned profile counts its hours in it
+	// (scaler.Config.ProfileZone), and Schedule's windows are read in it.
+	Timezone *time.Location
 	// Warmup leaves the jobs arriving in the first Warmup of the replay out
 	// of the wait statistics (they are replayed, and billed, all the same):
 	// a learning policy is judged once it had the time to learn.
@@ -278,6 +282,7 @@ type Result struct {
 	SuspendedIdleTimeS  float64 `json:"suspended_idle_time_s"`
 	SuspendedIdleCount  int     `json:"suspended_idle_count"`
 	TargetWaitS         float64 `json:"target_wait_s"`
+	Timezone            string  `json:"timezone,omitempty"`
 	AcquireTimeoutS     float64 `json:"acquire_timeout_s"`
 	Seed                uint64  `json:"seed"`
 	PollConcurrency     int     `json:"poll_concurrency,omitempty"`
@@ -334,6 +339,14 @@ type Result struct {
 	// FailureReasons counts failed jobs by the message their executor
 	// would have shown.
 	FailureReasons map[string]int `json:"failure_reasons,omitempty"`
+
+	// ClairvoyantUtilization and ClairvoyantBoots are the clairvoyant
+	// reference's (ClairvoyantSchedule) on the same jobs and costs: the
+	// physical limit. ClairvoyantRatio is Utilization over it, the share
+	// of the limit this policy reaches.
+	ClairvoyantUtilization float64 `json:"clairvoyant_utilization"`
+	ClairvoyantBoots       int     `json:"clairvoyant_boots"`
+	ClairvoyantRatio       float64 `json:"clairvoyant_ratio"`
 }
 
 // Run replays jobs (sorted by arrival) from start under cfg. The clock
@@ -371,6 +384,11 @@ func Run(jobs []Job, start time.Time, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	res := r.result()
+	ref := ClairvoyantSchedule(jobs, cfg)
+	res.ClairvoyantUtilization, res.ClairvoyantBoots = ref.Utilization, ref.Boots
+	if ref.Utilization > 0 {
+		res.ClairvoyantRatio = res.Utilization / ref.Utilization
+	}
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	return res, nil
 }
@@ -611,6 +629,7 @@ func (r *runner) result() Result {
 		SuspendedIdleTimeS:  c.SuspendedIdleTime.Seconds(),
 		SuspendedIdleCount:  c.SuspendedIdleCount,
 		TargetWaitS:         c.TargetWait.Seconds(),
+		Timezone:            zoneText(c.Timezone),
 		AcquireTimeoutS:     c.AcquireTimeout.Seconds(),
 		Seed:                c.Seed,
 		PollConcurrency:     c.PollConcurrency,
@@ -657,6 +676,14 @@ func (r *runner) result() Result {
 		res.FailureReasons = r.reasons
 	}
 	return res
+}
+
+// zoneText names a replay's time zone, empty for UTC.
+func zoneText(z *time.Location) string {
+	if z == nil || z.String() == "UTC" {
+		return ""
+	}
+	return z.String()
 }
 
 // percentile is the nearest-rank percentile of sorted values.

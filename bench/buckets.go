@@ -35,6 +35,9 @@ func Buckets(samples []Sample, n int) []Bucket {
 	out := make([]Bucket, n)
 	for i := range out {
 		out[i].At = t0.Add(time.Duration(i) * width)
+		if width == 0 { // one bucket per sample, at the sample's time
+			out[i].At = samples[i].At
+		}
 	}
 	for i, s := range samples {
 		b := &out[min(i, n-1)]

@@ -84,6 +84,7 @@ func newCoreDriver(r *runner, late bool) *coreDriver {
 		}),
 		CanSuspend:    true,
 		SuspendedCost: c.SuspendedCost,
+		ProfileZone:   c.Timezone,
 		// The core's ready timeout matches the acquire timeout, as with the
 		// daemon's instance_acquire_timeout.
 		ReadyTimeout: c.AcquireTimeout,

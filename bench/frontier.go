@@ -169,7 +169,9 @@ func better(a, b Result, target time.Duration) bool {
 
 // Verdict compares berth at target (the row whose target_wait is target)
 // with the best hindsight rows: whether its p95 is within target, and its
-// utilization less the best baseline's that meets the target.
+// utilization less the best baseline's that meets the target. WithinMargin
+// holds only when berth meets the target too: a utilization bought with
+// waits over the target is no match for a baseline that keeps it.
 type Verdict struct {
 	BerthP95S    float64 `json:"berth_p95_s"`
 	BerthUtil    float64 `json:"berth_utilization"`
@@ -179,6 +181,12 @@ type Verdict struct {
 	BestUtil     float64 `json:"best_utilization"`
 	UtilMargin   float64 `json:"utilization_margin"`
 	WithinMargin bool    `json:"within_0_03"`
+	// ClairvoyantUtil and ClairvoyantBoots are the clairvoyant reference's
+	// on the trace (ClairvoyantSchedule); ClairvoyantRatio is berth's
+	// utilization over it.
+	ClairvoyantUtil  float64 `json:"clairvoyant_utilization"`
+	ClairvoyantBoots int     `json:"clairvoyant_boots"`
+	ClairvoyantRatio float64 `json:"clairvoyant_ratio"`
 }
 
 // Judge is the verdict for berth at target over the best rows.
@@ -192,6 +200,7 @@ func Judge(best []FrontierRow, target time.Duration) Verdict {
 	}
 	b := best[i].Result
 	v.BerthP95S, v.BerthUtil, v.Met = b.WaitP95S, b.Utilization, b.WaitP95S <= target.Seconds()
+	v.ClairvoyantUtil, v.ClairvoyantBoots, v.ClairvoyantRatio = b.ClairvoyantUtilization, b.ClairvoyantBoots, b.ClairvoyantRatio
 	for _, r := range best {
 		if r.Family == FamilyBerth || r.Result.WaitP95S > target.Seconds() || r.Result.Utilization <= v.BestUtil {
 			continue
@@ -199,6 +208,6 @@ func Judge(best []FrontierRow, target time.Duration) Verdict {
 		v.BestFamily, v.BestSetting, v.BestUtil = r.Family, r.Setting, r.Result.Utilization
 	}
 	v.UtilMargin = v.BerthUtil - v.BestUtil
-	v.WithinMargin = v.UtilMargin >= -0.03
+	v.WithinMargin = v.Met && v.UtilMargin >= -0.03
 	return v
 }

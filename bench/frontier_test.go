@@ -80,3 +80,20 @@ func TestRunFrontier(t *testing.T) {
 		t.Errorf("%d best rows, want the %d targets and 3 baselines", len(best), len(FrontierTargets))
 	}
 }
+
+// A berth run that misses the target is never "within 0.03", however close
+// its utilization: the verdict would otherwise call a miss a match.
+func TestJudgeMissIsNotWithinMargin(t *testing.T) {
+	best := []FrontierRow{
+		{Family: FamilyBerth, Setting: "15s", Result: Result{WaitP95S: 29, Utilization: 0.81, TargetWaitS: 15}},
+		{Family: FamilyFixedPool, Setting: "240, kept 10m", Result: Result{WaitP95S: 14, Utilization: 0.80}},
+	}
+	v := Judge(best, 15*time.Second)
+	if v.Met || v.WithinMargin || v.BestSetting != "240, kept 10m" {
+		t.Errorf("verdict %+v: want not met and not within 0.03 (p95 29 s > 15 s)", v)
+	}
+	best[0].Result.WaitP95S = 15
+	if v := Judge(best, 15*time.Second); !v.Met || !v.WithinMargin {
+		t.Errorf("verdict %+v: want met and within 0.03 at p95 15 s", v)
+	}
+}

@@ -14,7 +14,7 @@ import (
 
 // Shapes lists the shapes Generate makes; jitter is made by Jitter.
 var Shapes = []string{"office", "monorepo", "nightly", "poisson",
-	"weekend", "lowvolume", "teamchange", "growth", "twooffices", "release"}
+	"weekend", "lowvolume", "teamchange", "growth", "twooffices", "release", "dst"}
 
 // genStart is where generated traces begin: a Monday, 00:00 UTC.
 var genStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -28,8 +28,8 @@ var genStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 //   - nightly: 500 jobs within 2 min at 02:00 every day, and a trickle of
 //     one job every ~2 min from 8 to 20 h.
 //   - poisson: one job every ~10 s, steady.
-//   - weekend, lowvolume, teamchange, growth, twooffices, release: the
-//     shapes of traffic that changes (shapes.go).
+//   - weekend, lowvolume, teamchange, growth, twooffices, release, dst:
+//     the shapes of traffic that changes (shapes.go).
 //
 // Durations are log-normal around a CI job's (median 4 min, most within
 // 1–15 min), capped at 1 h.
@@ -70,8 +70,13 @@ func officeHours(t time.Time) bool {
 // builds makes builds of lo..hi jobs with exponential gaps of mean gap
 // while open(t), each job of a build arriving within spread of its start.
 func builds(rng *rand.Rand, end time.Time, gap time.Duration, lo, hi int, spread time.Duration, open func(time.Time) bool) []Job {
+	return buildsFrom(rng, genStart, end, gap, lo, hi, spread, open)
+}
+
+// buildsFrom is builds from start instead of genStart.
+func buildsFrom(rng *rand.Rand, start, end time.Time, gap time.Duration, lo, hi int, spread time.Duration, open func(time.Time) bool) []Job {
 	var jobs []Job
-	for t := genStart; t.Before(end); t = t.Add(expGap(rng, gap)) {
+	for t := start; t.Before(end); t = t.Add(expGap(rng, gap)) {
 		if !open(t) {
 			continue
 		}

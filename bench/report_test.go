@@ -76,8 +76,15 @@ func TestBucketsKeepMeansAndPeaks(t *testing.T) {
 	if bs[9].MaxWait != 99 {
 		t.Errorf("last bucket's longest wait %v; want 99", bs[9].MaxWait)
 	}
-	if got := Buckets(s[:3], 10); len(got) != 3 {
-		t.Errorf("3 samples in %d buckets; want one each", len(got))
+	got := Buckets(s[:3], 10)
+	if len(got) != 3 {
+		t.Fatalf("3 samples in %d buckets; want one each", len(got))
+	}
+	for i, b := range got { // each point at its own sample's time, not all at the first
+		if !b.At.Equal(s[i].At) || b.Samples != 1 || b.DemandMax != s[i].Demand {
+			t.Errorf("bucket %d of 3 samples: at %v with %d samples, demand peak %d; want at %v, 1 sample, %d",
+				i, b.At, b.Samples, b.DemandMax, s[i].At, s[i].Demand)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ var changingShapes = map[string]func(*rand.Rand, time.Time) []Job{
 	"growth":     growth,
 	"twooffices": twoOffices,
 	"release":    releaseDay,
+	"dst":        dstWeek,
 }
 
 func weekend(t time.Time) bool {
@@ -135,6 +136,34 @@ func releaseDay(rng *rand.Rand, end time.Time) []Job {
 		}
 	}
 	return jobs
+}
+
+// DSTZone is the time zone of the dst shape's team, for --timezone.
+const DSTZone = "America/New_York"
+
+// dstChange is when New York's clocks went forward in 2026: Sunday 8 March,
+// 2:00 EST.
+var dstChange = time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+
+// inNewYork is t on New York's clocks, by the 2026 rule (no time zone
+// database needed to generate the trace).
+func inNewYork(t time.Time) time.Time {
+	if t.Before(dstChange) {
+		return t.In(time.FixedZone("EST", -5*3600))
+	}
+	return t.In(time.FixedZone("EDT", -4*3600))
+}
+
+// dstWeek: office builds (10–40 jobs every ~20 min) on weekdays from 9 to
+// 18 h in New York, from Thursday 5 March 2026, 00:00 EST. The clocks go
+// forward on Sunday, so from Monday the team's hours come an hour earlier
+// in UTC: a profile learned in UTC expects every morning an hour late.
+// Unlike the other shapes it does not start on genStart (no change of
+// clocks falls in January).
+func dstWeek(rng *rand.Rand, end time.Time) []Job {
+	start := time.Date(2026, 3, 5, 5, 0, 0, 0, time.UTC)
+	return buildsFrom(rng, start, start.Add(end.Sub(genStart)), 20*time.Minute, 10, 40, 30*time.Second,
+		func(t time.Time) bool { return officeHours(inNewYork(t)) })
 }
 
 // scaledDuration is ciDuration's log-normal around median m, capped at 3 m.

@@ -31,6 +31,7 @@ import (
 	"github.com/berth-ci/berth/jobsource/gitlab"
 	"github.com/berth-ci/berth/jobsource/queue"
 	"github.com/berth-ci/berth/metrics"
+	"github.com/berth-ci/berth/policy"
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/provider/plugin"
 	"github.com/berth-ci/berth/scaler"
@@ -305,7 +306,12 @@ func (m *Manager) coreConfig() (scaler.Config, error) {
 	if err != nil {
 		return scaler.Config{}, err
 	}
+	zone, err := policy.ProfileZone(as.Policies)
+	if err != nil {
+		return scaler.Config{}, err
+	}
 	c := scaler.Config{
+		ProfileZone:         zone,
 		CapacityPerInstance: as.CapacityPerInstance,
 		MaxInstances:        as.MaxInstances,
 		MaxUseCount:         as.MaxUseCount,

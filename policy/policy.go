@@ -121,6 +121,25 @@ func ParseCron(spec string) (*cron.SpecSchedule, error) {
 	return spec5, nil
 }
 
+// ProfileZone is the time zone a learned arrival profile counts its hours
+// in: that of the first period that sets TargetWait (the profile sizes its
+// pools), else of the first period; UTC when there is none. A team's hours
+// are local hours, so a profile in their zone keeps them across a
+// daylight-saving change.
+func ProfileZone(periods []Period) (*time.Location, error) {
+	if len(periods) == 0 {
+		return time.UTC, nil
+	}
+	p := periods[0]
+	for _, q := range periods {
+		if q.Policy.TargetWait > 0 {
+			p = q
+			break
+		}
+	}
+	return LoadTimezone(p.Timezone)
+}
+
 // LoadTimezone resolves a Period.Timezone value; empty means UTC.
 func LoadTimezone(name string) (*time.Location, error) {
 	if name == "" || name == "UTC" {

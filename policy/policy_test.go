@@ -309,3 +309,26 @@ func BenchmarkAt(b *testing.B) {
 		s.At(t0.Add(time.Duration(i) * time.Millisecond))
 	}
 }
+
+// The learned profile counts hours in the zone of the period that sets
+// target_wait, else of the first period, else UTC; a bad zone is an error.
+func TestProfileZone(t *testing.T) {
+	cases := []struct {
+		periods []Period
+		want    string
+	}{
+		{nil, "UTC"},
+		{[]Period{{Timezone: "Europe/Berlin"}, {Timezone: "America/New_York"}}, "Europe/Berlin"},
+		{[]Period{{}, {Timezone: "America/New_York", Policy: Policy{TargetWait: 15 * time.Second}}}, "America/New_York"},
+		{[]Period{{Timezone: "Europe/Berlin"}, {Policy: Policy{TargetWait: 15 * time.Second}}}, "UTC"},
+	}
+	for i, c := range cases {
+		z, err := ProfileZone(c.periods)
+		if err != nil || z.String() != c.want {
+			t.Errorf("case %d: zone %v, %v; want %s", i, z, err, c.want)
+		}
+	}
+	if _, err := ProfileZone([]Period{{Timezone: "Mars/Olympus"}}); err == nil {
+		t.Error("an unknown zone gave no error")
+	}
+}

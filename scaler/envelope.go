@@ -70,7 +70,7 @@ func (e *envelope) need(now time.Time) (tier, hot float64) {
 // not expect them. The profile's need for the slot is cached per slot and
 // per fold (it changes only when a slot is folded in).
 func (a *arrivals) surprise(now time.Time, tier, hot int32) {
-	w := weekSlot(now)
+	w := a.weekSlot(now)
 	if w != a.expSlot || a.expFolds != a.folds {
 		a.expSlot, a.expFolds = w, a.folds
 		nd, _, _ := a.profiled(w)

@@ -34,7 +34,7 @@ func TestPoissonFloor(t *testing.T) {
 // The floor counts lone arrivals of the last floorWindow only: a burst is
 // for the profile and the envelope.
 func TestFloorRateCountsLoneArrivals(t *testing.T) {
-	a := newArrivals()
+	a := newArrivals(nil)
 	a.setHorizons(45*time.Second, 0)
 	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	a.record(t0, 1)

@@ -94,6 +94,10 @@ type ArrivalModel struct {
 	// WeekSeen and DaySeen count how often each slot was observed.
 	WeekSeen []int `json:"week_seen"`
 	DaySeen  []int `json:"day_seen"`
+	// Zone is the time zone the slots are counted in (Config.ProfileZone),
+	// empty for UTC. A model of another zone is relearned, not loaded: its
+	// slots would stand hours away from the hours they learned.
+	Zone string `json:"zone,omitempty"`
 
 	// raw is the JSON of a snapshot, encoded once when it was taken: the
 	// model changes every 15 minutes but State is saved on every event.
@@ -144,11 +148,12 @@ type arrivals struct {
 	recent   float64 // arrivals per second, exponentially weighted
 	releases float64 // jobs ending per second, exponentially weighted
 	recentAt time.Time
-	changed  bool          // the durable profile changed since the last State
-	loaded   bool          // a persisted model was loaded
-	snap     *ArrivalModel // the last snapshot, until the profile changes
-	folded   bool          // a slot was folded into the profile
-	folds    int           // slots folded so far
+	changed  bool           // the durable profile changed since the last State
+	loaded   bool           // a persisted model was loaded
+	snap     *ArrivalModel  // the last snapshot, until the profile changes
+	zone     *time.Location // the zone slots are counted in (Config.ProfileZone)
+	folded   bool           // a slot was folded into the profile
+	folds    int            // slots folded so far
 
 	// lastCounts holds the arrivals of the last unlikeSlots slots that
 	// ended, and lastExpected what the profile expected of each before it
@@ -164,8 +169,11 @@ type arrivals struct {
 	expected need
 }
 
-func newArrivals() *arrivals {
-	a := &arrivals{tierH: time.Minute, trust: 0.5, expSlot: -1}
+func newArrivals(zone *time.Location) *arrivals {
+	if zone == nil {
+		zone = time.UTC
+	}
+	a := &arrivals{tierH: time.Minute, trust: 0.5, expSlot: -1, zone: zone}
 	a.forgetLastHour()
 	a.m.WeekRate = make([]float64, slotsPerWeek)
 	a.m.WeekBurst = make([]float64, slotsPerWeek)
@@ -185,7 +193,7 @@ func newArrivals() *arrivals {
 // model of an older berth, which counted other things, is relearned too).
 func (a *arrivals) load(m *ArrivalModel) {
 	const d = dayKinds * slotsPerDay
-	if m == nil || len(m.WeekRate) != slotsPerWeek || len(m.WeekBurst) != slotsPerWeek ||
+	if m == nil || m.Zone != zoneName(a.zone) || len(m.WeekRate) != slotsPerWeek || len(m.WeekBurst) != slotsPerWeek ||
 		len(m.WeekHot) != slotsPerWeek || len(m.WeekSeen) != slotsPerWeek || len(m.DayRate) != d ||
 		len(m.DayBurst) != d || len(m.DayHot) != d || len(m.DaySeen) != d {
 		return
@@ -219,6 +227,7 @@ func (a *arrivals) snapshot() *ArrivalModel {
 		DayRate: slices.Clone(a.m.DayRate), DayBurst: slices.Clone(a.m.DayBurst),
 		DayHot: slices.Clone(a.m.DayHot), DaySeen: slices.Clone(a.m.DaySeen),
 		WeekDrain: slices.Clone(a.m.WeekDrain), DayDrain: slices.Clone(a.m.DayDrain),
+		Zone: zoneName(a.zone),
 	}
 	m.raw, _ = json.Marshal((*arrivalModelJSON)(&m)) // slices of numbers always encode
 	a.snap = &m
@@ -229,8 +238,12 @@ func (a *arrivals) snapshot() *ArrivalModel {
 // slot was folded in, or a persisted model was loaded.
 func (a *arrivals) learned() bool { return a.loaded || a.folded }
 
-func weekSlot(t time.Time) int {
-	t = t.UTC()
+// weekSlot is the profile's index for the slot of the week holding t, in
+// the profile's zone: a team's 9:00 stays its slot across a daylight-saving
+// change. Slots start on UTC quarter hours (Truncate), which are quarter
+// hours in every zone in use.
+func (a *arrivals) weekSlot(t time.Time) int {
+	t = t.In(a.zone)
 	return int(t.Weekday())*slotsPerDay + (t.Hour()*60+t.Minute())/int(profileSlot/time.Minute)
 }
 
@@ -299,7 +312,7 @@ func (a *arrivals) roll(now time.Time) {
 		nd := a.slotQuantiles()
 		rate := float64(a.slotCount) / profileSlot.Seconds()
 		a.prev = nd
-		w := weekSlot(a.slotStart)
+		w := a.weekSlot(a.slotStart)
 		d := daySlot(w)
 		a.lastCounts[a.folds%unlikeSlots] = a.slotCount
 		a.lastExpected[a.folds%unlikeSlots] = a.expectedArrivals(w)
@@ -423,18 +436,18 @@ func (a *arrivals) forecast(now time.Time, lead time.Duration) forecast {
 	// once it has seen enough jobs.
 	cur := a.current()
 	prev := a.prev
-	if !a.stillBusy(weekSlot(now)) {
+	if !a.stillBusy(a.weekSlot(now)) {
 		prev = need{}
 	}
 	f := forecast{Rate: a.recent, Burst: max(prev.Tier, cur.Tier), Hot: max(prev.Hot, cur.Hot),
 		Drain: max(prev.Drain, cur.Drain), Source: "recent arrivals"}
 	for t := now.Truncate(profileSlot); !t.After(now.Add(lead)); t = t.Add(profileSlot) {
-		nd, src, ok := a.profiled(weekSlot(t))
+		nd, src, ok := a.profiled(a.weekSlot(t))
 		if !ok {
 			continue
 		}
 		if nd.Tier > f.Burst || nd.Hot > f.Hot {
-			f.Source = src + " at " + t.UTC().Format("Mon 15:04")
+			f.Source = src + " at " + t.In(a.zone).Format("Mon 15:04")
 		}
 		f.Burst = max(f.Burst, nd.Tier)
 		f.Hot = max(f.Hot, nd.Hot)
@@ -591,7 +604,7 @@ func (a *arrivals) expectedJobs(now time.Time, d time.Duration) (int, bool) {
 	a.roll(now)
 	n := 0.0
 	for t := now.Truncate(profileSlot); t.Before(now.Add(d)); t = t.Add(profileSlot) {
-		w := weekSlot(t)
+		w := a.weekSlot(t)
 		d := a.priorDay(w)
 		if a.m.DaySeen[d] == 0 {
 			return 0, false
@@ -610,4 +623,13 @@ func (a *arrivals) expectedJobs(now time.Time, d time.Duration) (int, bool) {
 		n += max(max(a.m.WeekRate[w], a.m.DayRate[d])*profileSlot.Seconds()-float64(a.slotCount), 0)
 	}
 	return int(math.Ceil(n)), true
+}
+
+// zoneName is how a model names its zone: empty for UTC, as models saved
+// before zones were counted in UTC.
+func zoneName(z *time.Location) string {
+	if z == nil || z == time.UTC || z.String() == "UTC" {
+		return ""
+	}
+	return z.String()
 }

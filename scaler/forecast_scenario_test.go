@@ -27,7 +27,7 @@ import (
 //	unlike at=Wed-11:00              the last hour's arrivals against the profile's (unlike.go)
 func TestForecastScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/forecast", func(t *testing.T, path string) {
-		a := newArrivals()
+		a := newArrivals(nil)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			out, err := forecastCmd(a, d)
 			if err != nil {
@@ -142,13 +142,13 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 	case "profile":
 		if arg("drain", "") != "" {
 			a.roll(at.Truncate(profileSlot).Add(profileSlot))
-			w := weekSlot(at)
+			w := a.weekSlot(at)
 			nd, src, _ := a.profiled(w)
 			return fmt.Sprintf("week drain %.0f, day drain %.0f; pooled %.0f from %s\n",
 				a.m.WeekDrain[w], a.m.DayDrain[daySlot(w)], nd.Drain, src), nil
 		}
 		a.roll(at.Truncate(profileSlot).Add(profileSlot)) // the slot has ended
-		w := weekSlot(at)
+		w := a.weekSlot(at)
 		ds := daySlot(w)
 		nd, src, ok := a.profiled(w)
 		return fmt.Sprintf("week need %.0f (seen %d), day need %.0f (seen %d); pooled %.0f from %s (known %v)\n",

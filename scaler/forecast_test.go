@@ -59,13 +59,13 @@ func TestArrivalModelSurvivesRestart(t *testing.T) {
 // A model saved before the drawdown was learned (no drain slices) keeps
 // the rest and learns the drawdown afresh.
 func TestArrivalModelWithoutDrainLoads(t *testing.T) {
-	a := newArrivals()
+	a := newArrivals(nil)
 	a.setHorizons(time.Minute, 0)
 	a.record(monday.Add(10*time.Hour), 120)
 	a.roll(monday.Add(11 * time.Hour))
 	m := *a.snapshot()
 	m.WeekDrain, m.DayDrain, m.raw = nil, nil, nil
-	b := newArrivals()
+	b := newArrivals(nil)
 	b.load(&m)
 	if !b.learned() {
 		t.Fatal("a model without drain slices was refused")
@@ -78,7 +78,7 @@ func TestArrivalModelWithoutDrainLoads(t *testing.T) {
 
 // A model of the wrong shape (an older berth's) is relearned, not refused.
 func TestArrivalModelOfAnotherShapeIsIgnored(t *testing.T) {
-	a := newArrivals()
+	a := newArrivals(nil)
 	a.load(&ArrivalModel{DayRate: []float64{0.5}, DayBurst: []float64{40}, DaySeen: []int{3}})
 	if a.learned() {
 		t.Fatal("a model of the wrong shape was loaded")

@@ -128,7 +128,7 @@ func (s *Scaler) countLearnedReturns(p policy.Policy, pool int) bool {
 	if n, ok := s.arr.expectedJobs(s.now, s.lead()); ok && n > 0 {
 		return false
 	}
-	if s.arr.m.DaySeen[daySlot(weekSlot(s.now))] == 0 {
+	if s.arr.m.DaySeen[daySlot(s.arr.weekSlot(s.now))] == 0 {
 		return false
 	}
 	return float64(s.arr.drainDepth(s.now, s.suspendedKeep(p))) <= drainGate*float64(pool)

@@ -83,6 +83,11 @@ type Config struct {
 	// 10s); after that it uses what it measured.
 	BootTimeEstimate   time.Duration
 	ResumeTimeEstimate time.Duration
+	// ProfileZone is the time zone target_wait's arrival profile counts
+	// its slots of the day and the week in (nil: UTC): the policy's
+	// timezone, so that a team's 9:00 keeps its slot across a daylight-
+	// saving change instead of being relearned an hour away.
+	ProfileZone *time.Location
 }
 
 func (c *Config) setDefaults() {
@@ -195,7 +200,7 @@ func New(cfg Config, now time.Time) *Scaler {
 		envs:      map[string]*env{},
 		throttle:  rate.NewLimiter(rate.Limit(cfg.ThrottleLimit), cfg.ThrottleBurst),
 		refused:   map[string]int{},
-		arr:       newArrivals(),
+		arr:       newArrivals(cfg.ProfileZone),
 		bootEst:   cfg.BootTimeEstimate,
 		resumeEst: cfg.ResumeTimeEstimate,
 	}

@@ -72,7 +72,7 @@ func (s *Scaler) resize(p policy.Policy) {
 		f.Burst, f.Hot, f.Source = max(f.Burst, et), max(f.Hot, eh), "recent surprises"
 	}
 	// Bursts at any hour of this kind of day (standing.go).
-	if nd, ok := s.arr.standing(weekSlot(s.now)); ok && (nd.Tier > f.Burst || nd.Hot > f.Hot) {
+	if nd, ok := s.arr.standing(s.arr.weekSlot(s.now)); ok && (nd.Tier > f.Burst || nd.Hot > f.Hot) {
 		f.Burst, f.Hot, f.Source = max(f.Burst, nd.Tier), max(f.Hot, nd.Hot), "bursts at any hour of this kind of day"
 	}
 	// Jobs at random times are served within the target (floor.go).

@@ -7,7 +7,7 @@ import "testing"
 // burst with a daytime trickle) holds nothing.
 func TestStandingNeedFromEpisodes(t *testing.T) {
 	day := func(kind int, slots map[int]float64) *arrivals {
-		a := newArrivals()
+		a := newArrivals(nil)
 		for i := range dayKinds * slotsPerDay {
 			a.m.DaySeen[i] = 1
 		}
@@ -17,8 +17,8 @@ func TestStandingNeedFromEpisodes(t *testing.T) {
 		}
 		return a
 	}
-	saturday := weekSlot(monday.AddDate(0, 0, 5))
-	tuesday := weekSlot(monday.AddDate(0, 0, 1))
+	saturday := newArrivals(nil).weekSlot(monday.AddDate(0, 0, 5))
+	tuesday := newArrivals(nil).weekSlot(monday.AddDate(0, 0, 1))
 	weekend := day(1, map[int]float64{10: 200, 40: 300, 80: 150})
 	if nd, ok := weekend.standing(saturday); !ok || nd.Tier != 300 {
 		t.Fatalf("three batches hours apart: standing %v %v, want 300", nd, ok)

@@ -254,6 +254,7 @@ func printBenchTable(w io.Writer, r bench.Result) error {
 		[2]string{"  of which suspended", fmt.Sprintf("%.1f", r.SuspendedInstanceSeconds/3600)},
 		[2]string{"busy slot hours", fmt.Sprintf("%.1f", r.BusySlotSeconds/3600)},
 		[2]string{"utilization", fmt.Sprintf("%.1f%%", 100*r.Utilization)},
+		[2]string{"clairvoyant utilization / boots", fmt.Sprintf("%.1f%% / %d (this run reaches %.2f of it)", 100*r.ClairvoyantUtilization, r.ClairvoyantBoots, r.ClairvoyantRatio)},
 		[2]string{"peak instances", fmt.Sprint(r.PeakInstances)},
 		[2]string{"moments above max", fmt.Sprint(r.MaxInstancesExceeded)},
 		[2]string{"boots / resumes", fmt.Sprintf("%d / %d", r.Boots, r.Resumes)},

@@ -17,7 +17,8 @@ func TestBenchFrontier(t *testing.T) {
 		t.Fatal(err, stderr)
 	}
 	for _, want := range []string{"| berth, target_wait | 5s |", "| berth, target_wait | 1m0s |",
-		"| berth, fixed suspended pool |", "| warm-pool |", "| naive-idle |", "berth at target_wait 15s: p95"} {
+		"| berth, fixed suspended pool |", "| warm-pool |", "| naive-idle |", "berth at target_wait 15s: p95",
+		"clairvoyant (every job known in advance, no wait): utilization 0."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

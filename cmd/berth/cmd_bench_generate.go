@@ -39,8 +39,10 @@ func newBenchGenerateCmd() *cobra.Command {
   twooffices  office builds 9-18 h and 17-02 h UTC (two offices 8 h apart)
   release   office days; Thursday builds of 20-80 jobs every ~10 min and
             300 jobs at 16:00
+  dst       office builds 9-18 h in New York from Thursday 2026-03-05; the
+            clocks go forward on Sunday (replay with --timezone America/New_York)
   jitter    the jobs of --trace, each moved later by a random 0..--max-shift
-Traces start on a Monday, 2026-01-05 00:00 UTC.`,
+Traces start on a Monday, 2026-01-05 00:00 UTC (dst: 2026-03-05 05:00 UTC).`,
 		Example: `  berth bench generate office office.csv --seed 1 --weeks 2
   berth bench generate jitter travis-jitter.csv --trace "$BERTH_TRACES/travis_2020-10-05_7d_jobs.csv" --max-shift 5s`,
 		Args: cobra.ExactArgs(2),
