@@ -195,8 +195,8 @@ func (m *Manager) openQueue(ctx context.Context) (*queue.Queue, error) {
 	if m.ha != nil {
 		// The highest job ID seen is kept here too: IDs never repeat after
 		// etcd lost its data (issue 32).
-		opts = append(opts, queue.WithIDFloorFile(filepath.Join(m.cfg.StateDir, "queue-last-id")))
-		q, err := queue.OpenEtcd(ctx, m.ha.cli, m.cfg.HA.KeyPrefix+"queue/", m.queueFence, opts...)
+		opts = append(opts, queue.WithIDFloorFile(idFloorPath(m.cfg.StateDir)))
+		q, err := queue.OpenEtcd(ctx, m.ha.cli, queuePrefix(m.cfg.HA), m.queueFence, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("ha: %w", err)
 		}
