@@ -735,6 +735,9 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			case <-time.After(5 * time.Second):
 			case <-ctx.Done():
 			}
+			// The jobs counted may be gone (canceled): a stale count would
+			// boot an instance for nobody once one goes (issue 43).
+			m.reportQueued(src)
 			continue
 		}
 		job, err := src.Request(ctx)
