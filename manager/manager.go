@@ -1057,6 +1057,13 @@ func (m *Manager) resultStillOpen(log *slog.Logger, job jobsource.Job) bool {
 		return false
 	}
 	j, err := m.queue.Get(job.ID())
+	if errors.Is(err, queue.ErrNotFound) {
+		// etcd holds no such job: it was restored from a snapshot taken
+		// before the job was submitted (issue 43). No term can record the
+		// result; retrying would keep a stopping manager alive for ever.
+		log.Warn("job result not recorded: etcd no longer holds the job (restored from a snapshot taken before it?); berth state accept-restore records it failed")
+		return false
+	}
 	if err != nil {
 		return true // etcd cannot say now: keep the result and ask again
 	}
