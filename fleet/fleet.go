@@ -130,6 +130,9 @@ type Fleet struct {
 	kick  chan struct{}
 	ctx   context.Context // for provider calls; set by Run
 	calls inflight
+	// sized is set once the provider's requested size settled the
+	// increases restored from the store (requested.go).
+	sized bool
 
 	// leader is the store's leadership check, nil without one.
 	leader store.Leader
@@ -417,6 +420,8 @@ func (f *Fleet) note(a scaler.Action) {
 			l.hooks.Fire()
 			delete(f.lost, a.Key)
 		}
+	case scaler.PendingWrittenOff:
+		f.log.Warn("increases pending from before the restart written off: they no longer count toward max_instances", "n", a.N, "pending", a.Left, "why", a.Why)
 	case scaler.Gone:
 		f.log.Info("instance gone", "id", a.ID, "reason", a.Reason, "lifetime", a.Lifetime.Round(time.Second))
 	case scaler.EnvEvicted:
@@ -543,6 +548,7 @@ func (f *Fleet) update(ctx context.Context) {
 		return
 	}
 	_ = f.do(func(c *scaler.Scaler) { c.Observe(listing) })
+	f.settleRestored(cctx)
 }
 
 // Changed returns a channel closed at the next change of the fleet, such as

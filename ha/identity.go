@@ -78,7 +78,8 @@ func (s *Store) checkIdentity(ctx context.Context, rev int64) error {
 	if found != s.id {
 		return &IdentityError{Prefix: s.prefix, Want: s.id, Found: found}
 	}
-	return nil
+	// The fleet's own state, but maybe from the past (past.go).
+	return s.noteRevision(resp.Header.Revision)
 }
 
 // CheckIdentity returns IdentityError unless etcd holds this store's

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -96,6 +97,8 @@ type Store struct {
 	arrivalsJSON string
 	// stats counts what Saves sent to etcd.
 	stats Stats
+	// seenRev is the highest etcd revision this store saw (past.go).
+	seenRev atomic.Int64
 }
 
 // Stats counts the writes a Store sent to etcd.
@@ -219,6 +222,9 @@ func (s *Store) Leading() error {
 		}
 		return fmt.Errorf("confirm leadership with etcd (read %s): %w; not acting until it answers", f.Key, err)
 	}
+	if err := s.noteRevision(resp.Header.Revision); err != nil {
+		return err
+	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != f.Rev {
 		return fmt.Errorf("confirm leadership: %w", ErrFenced)
 	}
@@ -309,6 +315,10 @@ func (s *Store) Save(st scaler.State) error {
 	if err != nil {
 		s.written = nil
 		return saveError(s.prefix, len(ops), err)
+	}
+	if err := s.noteRevision(resp.Header.Revision); err != nil {
+		s.written = nil
+		return err
 	}
 	if !resp.Succeeded {
 		s.written = nil

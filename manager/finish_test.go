@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-ci/berth/api"
+	"github.com/berth-ci/berth/internal/etcdtest"
 	"github.com/berth-ci/berth/jobsource"
 	"github.com/berth-ci/berth/jobsource/queue"
 )
@@ -79,5 +81,51 @@ func TestJobResultIsNotRetriedWhenTheJobIsGone(t *testing.T) {
 	m.finishJob(context.Background(), slog.New(slog.DiscardHandler), job, jobsource.Result{})
 	if job.calls != 2 {
 		t.Errorf("Finish called %d times, want once per report (the second one meets ErrFinished)", job.calls)
+	}
+}
+
+// Issue 43: etcd restored from a snapshot taken before the job was
+// submitted holds no such job. Its result can be recorded by no term, so
+// it is given up at once; before, it was tried again until the shutdown
+// grace ended, and a SIGTERMed manager did not stop.
+func TestJobResultIsGivenUpWhenEtcdLostTheJob(t *testing.T) {
+	cli := etcdtest.Start(t, 1).Client(t)
+	var leads atomic.Bool
+	leads.Store(true)
+	won, err := cli.Put(context.Background(), "/election/a", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := func() (string, int64, bool) { return "/election/a", won.Header.Revision, leads.Load() }
+	quiet := queue.WithLogger(slog.New(slog.DiscardHandler))
+	ran, err := queue.OpenEtcd(context.Background(), cli, "/ran/queue/", fence, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ran.Close()
+	if _, err := ran.Submit(api.JobRequest{Script: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := ran.Request(context.Background())
+	if err != nil || taken == nil {
+		t.Fatalf("request: %v %v", taken, err)
+	}
+	leads.Store(false) // the term ended: Finish is refused
+	restored, err := queue.OpenEtcd(context.Background(), cli, "/restored/queue/", fence, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Close()
+	m := &Manager{queue: restored, opts: Options{FinishRetryMax: time.Millisecond}}
+	// A guard, not a timing assertion: before, only its end stopped the retries.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var logs bytes.Buffer
+	m.finishJob(ctx, slog.New(slog.NewTextHandler(&logs, nil)), taken, jobsource.Result{})
+	if ctx.Err() != nil {
+		t.Errorf("the result was retried until the manager stopped (%v): want it given up at once", ctx.Err())
+	}
+	if !strings.Contains(logs.String(), "etcd no longer holds the job") {
+		t.Errorf("the log does not say why the result was given up:\n%s", logs.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berth-ci/berth/ha"
+	"github.com/berth-ci/berth/jobsource/queue"
 	"github.com/berth-ci/berth/store"
 )
 
@@ -201,13 +202,27 @@ func (m *Manager) runTerm(ctx context.Context, t *ha.Term) {
 	// the last term is not a new fleet (identity.go).
 	err := h.store.CheckIdentity(t.Context())
 	if err == nil {
+		// Nor is an etcd restored from a snapshot the present (issue 43):
+		// its idle instances may run the jobs issued since.
+		err = m.queue.CheckPresent(t.Context())
+	}
+	if err == nil {
 		err = m.takeCharge(t.Context())
 	}
 	h.noteIdentity(err)
 	if err != nil {
 		var ie *ha.IdentityError
-		if errors.As(err, &ie) {
+		var pe *queue.PastError
+		var rb *ha.RolledBackError
+		switch {
+		case errors.As(err, &ie):
 			m.log.Error("refusing to lead: the fleet's identity is not in etcd; resigning", "want", ie.Want, "found", ie.Found, "err", err)
+		case errors.As(err, &pe):
+			m.log.Error("refusing to lead: etcd holds the fleet's state from the past (restored from a snapshot?); resigning",
+				"etcd_last_job_id", pe.Seq, "highest_job_id_seen", pe.Seen, "err", err)
+		case errors.As(err, &rb):
+			m.log.Error("refusing to lead: etcd holds the fleet's state from the past (restored from a snapshot?); resigning",
+				"etcd_revision", rb.Found, "highest_revision_seen", rb.Seen, "err", err)
 		}
 		if t.Context().Err() == nil {
 			m.log.Error("cannot take charge of the fleet; resigning so that another manager can", "err", err)
@@ -220,8 +235,44 @@ func (m *Manager) runTerm(ctx context.Context, t *ha.Term) {
 	}
 	h.leading.Store(true)
 	m.metrics.Leader.Set(1)
+	go m.watchPast(t)
 	m.sweepAbandoned(t.Context()) // gitlabledger.go
 	m.log.Info("leading: the fleet, the provider and the job sources run here", "took_charge_in", time.Since(start).Round(time.Millisecond),
 		"instances", len(m.fleet.Instances()))
 	m.lead(ctx, t)
+	if err := m.fleet.Err(); err != nil {
+		h.noteIdentity(err) // the fleet met etcd's past (ha.RolledBackError) before watchPast did
+	}
+}
+
+// watchPast ends the term t once etcd turns out to hold the fleet's past
+// (restored from a snapshot while this manager leads: the election key
+// and its lease may be in the snapshot, so the term goes on): it asks
+// every lease_ttl/2, as a leader with no provider call or job start to
+// make would not notice otherwise. The fleet stops for good and the term's
+// next campaign refuses to lead (runTerm).
+func (m *Manager) watchPast(t *ha.Term) {
+	tick := time.NewTicker(m.cfg.HA.LeaseTTL / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.Context().Done():
+			return
+		case <-tick.C:
+		}
+		err := m.ha.store.CheckIdentity(t.Context())
+		if err == nil {
+			err = m.queue.CheckPresent(t.Context())
+		}
+		var pe *queue.PastError
+		var rb *ha.RolledBackError
+		if errors.As(err, &pe) || errors.As(err, &rb) {
+			m.ha.noteIdentity(err)
+			m.log.Error("etcd holds the fleet's state from the past (restored from a snapshot?): stepping down", "err", err)
+			if f := m.live.Load(); f != nil {
+				f.Stop(err)
+			}
+			return
+		}
+	}
 }

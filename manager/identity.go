@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/berth-ci/berth/ha"
+	"github.com/berth-ci/berth/jobsource/queue"
 	"github.com/berth-ci/berth/store"
 )
 
@@ -62,11 +63,15 @@ func (h *haState) identityProblem() string {
 	return ""
 }
 
-// noteIdentity records the outcome of a term's identity check.
+// noteIdentity records the outcome of a term's identity check: the fleet
+// is not in etcd (ha.IdentityError), or etcd holds its past
+// (queue.PastError, ha.RolledBackError).
 func (h *haState) noteIdentity(err error) {
 	var ie *ha.IdentityError
-	if errors.As(err, &ie) {
-		msg := ie.Error()
+	var pe *queue.PastError
+	var rb *ha.RolledBackError
+	if errors.As(err, &ie) || errors.As(err, &pe) || errors.As(err, &rb) {
+		msg := err.Error()
 		h.lostFleet.Store(&msg)
 		return
 	}

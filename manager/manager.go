@@ -196,8 +196,8 @@ func (m *Manager) openQueue(ctx context.Context) (*queue.Queue, error) {
 	if m.ha != nil {
 		// The highest job ID seen is kept here too: IDs never repeat after
 		// etcd lost its data (issue 32).
-		opts = append(opts, queue.WithIDFloorFile(filepath.Join(m.cfg.StateDir, "queue-last-id")))
-		q, err := queue.OpenEtcd(ctx, m.ha.cli, m.cfg.HA.KeyPrefix+"queue/", m.queueFence, opts...)
+		opts = append(opts, queue.WithIDFloorFile(idFloorPath(m.cfg.StateDir)))
+		q, err := queue.OpenEtcd(ctx, m.ha.cli, queuePrefix(m.cfg.HA), m.queueFence, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("ha: %w", err)
 		}
@@ -783,6 +783,9 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			case <-time.After(5 * time.Second):
 			case <-ctx.Done():
 			}
+			// The jobs counted may be gone (canceled): a stale count would
+			// boot an instance for nobody once one goes (issue 43).
+			m.reportQueued(src)
 			continue
 		}
 		job, err := src.Request(ctx)
@@ -1102,6 +1105,13 @@ func (m *Manager) resultStillOpen(log *slog.Logger, job jobsource.Job) bool {
 		return false
 	}
 	j, err := m.queue.Get(job.ID())
+	if errors.Is(err, queue.ErrNotFound) {
+		// etcd holds no such job: it was restored from a snapshot taken
+		// before the job was submitted (issue 43). No term can record the
+		// result; retrying would keep a stopping manager alive for ever.
+		log.Warn("job result not recorded: etcd no longer holds the job (restored from a snapshot taken before it?); berth state accept-restore records it failed")
+		return false
+	}
 	if err != nil {
 		return true // etcd cannot say now: keep the result and ask again
 	}

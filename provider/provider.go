@@ -187,6 +187,20 @@ type Notifier interface {
 	Notify(fn func(id string, s State))
 }
 
+// RequestedSizer is the optional capability of a provider whose group keeps
+// the number of instances it was asked for: a GCP managed instance group's
+// target size, an AWS Auto Scaling group's desired capacity, an Azure scale
+// set's capacity. After a restart or a failover berth reads it once, right
+// after its first listing, to tell the increases it had pending that
+// reached the provider from those lost with the previous process, which
+// would otherwise count toward max_instances until
+// instance_acquire_timeout (issue 43).
+type RequestedSizer interface {
+	// RequestedSize returns how many instances the group was asked for
+	// in all, the ones being deleted left out.
+	RequestedSize(ctx context.Context) (int, error)
+}
+
 // Recycler is the optional capability of providers that can reset an
 // instance between two jobs, so that nothing one job left behind (processes,
 // temporary files, its home directory, the hostname) is seen by the next.

@@ -15,6 +15,7 @@ func (s *Scaler) IncreaseResult(requested, created int, err error) {
 		}
 		// Drop the newest requests: they are the ones this call made.
 		s.pending = s.pending[:len(s.pending)-drop]
+		s.restoredPending = min(s.restoredPending, len(s.pending))
 		s.dirty = true
 	}
 	if err != nil {

@@ -15,6 +15,9 @@ type Listed struct {
 // Observe feeds the core a complete provider listing (the result of Update).
 // The first listing after Restore reconciles the store with the provider.
 func (s *Scaler) Observe(listing []Listed) {
+	if s.restoredPending > 0 && s.restoredSince.IsZero() {
+		s.restoredSince = s.now
+	}
 	seen := make(map[string]struct{}, len(listing))
 	var unknown []Listed
 	for _, l := range listing {

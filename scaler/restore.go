@@ -103,8 +103,7 @@ func (s *Scaler) adopt(l Listed) {
 	fromRequest := len(s.pending) > 0 && (l.State == provider.StateCreating || l.State == provider.StateRunning)
 	var requested time.Time
 	if fromRequest {
-		requested = s.pending[0]
-		s.pending = s.pending[1:]
+		requested = s.takePending()
 	} else if s.cfg.DeleteUnknown {
 		in := s.addInstance(l.ID, phaseBooting)
 		in.provState = l.State

@@ -143,6 +143,11 @@ type Scaler struct {
 	free      []*instance // ready instances with a free slot
 	envs      map[string]*env
 	pending   []time.Time // requested, not yet listed: request times, oldest first
+	// restoredPending is how many of pending (the oldest) were restored
+	// from the store; restoredSince the first listing after the restore
+	// (phantom.go).
+	restoredPending int
+	restoredSince   time.Time
 
 	// offCurrentUsed counts reservations on instances that are not "current"
 	// (draining, suspend_wait), which must not count as demand for new instances.

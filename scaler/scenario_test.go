@@ -196,6 +196,12 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 			return "", err
 		}
 		h.s.Queued(n)
+	case "requested":
+		n, err := strconv.Atoi(pos[0])
+		if err != nil {
+			return "", err
+		}
+		h.s.ObserveRequested(n)
 	case "release":
 		if prefix, ok := args["prefix"]; ok {
 			// release prefix=j n=30 ends the jobs j1..j30.

@@ -165,6 +165,7 @@ func Restore(cfg Config, st State, now time.Time) (*Scaler, []DeadJob, error) {
 		s.updateFree(in)
 	}
 	s.pending = append(s.pending, st.Pending...)
+	s.restoredPending = len(s.pending)
 	s.arr.load(st.Arrivals)
 	s.dirty = true
 	return s, dead, nil

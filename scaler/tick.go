@@ -12,8 +12,9 @@ func (s *Scaler) Tick() {
 	now := s.now
 	p := s.policy()
 	// Requests the provider never listed are written off.
+	s.expireRestored()
 	for len(s.pending) > 0 && now.Sub(s.pending[0]) >= s.cfg.ListingTimeout {
-		s.pending = s.pending[1:]
+		s.takePending()
 		s.lastIncErr = fmt.Sprintf("a requested instance did not appear in the provider's listing within %s", s.cfg.ListingTimeout)
 		s.dirty = true
 	}

@@ -140,6 +140,7 @@ keeps the damaged one as FILE.damaged-TIME.`,
 		},
 	})
 	cmd.AddCommand(newFleetCmd(&cfgFile, dir))
+	cmd.AddCommand(acceptRestoreCmd(&cfgFile))
 	cmd.AddCommand(newRestoreJobCmd(dir))
 	return cmd
 }

@@ -8,9 +8,11 @@ package etcdtest
 
 import (
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -223,4 +225,47 @@ func (c *Cluster) WipeMember(i int) error {
 		return fmt.Errorf("wipe etcd member %d: %w", i, err)
 	}
 	return c.RestartMember(i)
+}
+
+// CopyMember stops member i, copies its data directory and starts it
+// again: an operator's backup (as good as `etcdctl snapshot save`, which
+// copies the same database). It returns the copy, for RollBackMember.
+func (c *Cluster) CopyMember(i int) (string, error) {
+	c.StopMember(i)
+	c.closing.Wait()
+	dst := fmt.Sprintf("%s.copy-%d", c.cfgs[i].Dir, time.Now().UnixNano())
+	if err := copyDir(dst, c.cfgs[i].Dir); err != nil {
+		return "", fmt.Errorf("copy etcd member %d: %w", i, err)
+	}
+	return dst, c.RestartMember(i)
+}
+
+// RollBackMember stops member i, replaces its data with a copy
+// CopyMember made and starts it again: etcd restored from a snapshot, the
+// recovery docs/ha.md names. With one member the cluster is back in the
+// past, with the identity it had then.
+func (c *Cluster) RollBackMember(i int, copied string) error {
+	c.StopMember(i)
+	c.closing.Wait()
+	if err := os.RemoveAll(c.cfgs[i].Dir); err != nil {
+		return fmt.Errorf("roll back etcd member %d: %w", i, err)
+	}
+	if err := copyDir(c.cfgs[i].Dir, copied); err != nil {
+		return fmt.Errorf("roll back etcd member %d: %w", i, err)
+	}
+	return c.RestartMember(i)
+}
+
+// copyDir copies the tree src to dst, which must not exist, with the
+// owner-only permissions etcd wants on its data directory.
+func copyDir(dst, src string) error {
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		return err
+	}
+	return filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return os.Chmod(p, 0o700)
+	})
 }

@@ -1,6 +1,9 @@
 package queue
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // AppliedAroundCommit makes one write transaction on an etcd queue (a job
 // ID taken, a record put, an index entry deleted) and reports what
@@ -27,4 +30,18 @@ func AppliedAroundCommit(q *Queue) (before, after bool, err error) {
 	}
 	after, err = t.applied()
 	return before, after, err
+}
+
+// Probing says whether a health probe is in flight.
+func Probing(q *Queue) bool {
+	q.health.mu.Lock()
+	defer q.health.mu.Unlock()
+	return q.health.probing
+}
+
+// ProbeNow makes the next Health probe the store.
+func ProbeNow(q *Queue) {
+	q.health.mu.Lock()
+	defer q.health.mu.Unlock()
+	q.health.probedAt = time.Time{}
 }

@@ -133,16 +133,27 @@ func (q *Queue) Health() error {
 	h.mu.Unlock()
 
 	if probe {
-		q.noteWrite(q.st.probe(size))
-		if probeLogs {
-			// Only a job's next log write would clear a lost log line;
-			// with no job running /healthz would stay degraded after
-			// the disk has room again, so probe the log directory too.
-			q.noteLogProbe(q.st.probeLogs())
+		run := func() {
+			q.noteWrite(q.st.probe(size))
+			if probeLogs {
+				// Only a job's next log write would clear a lost log line;
+				// with no job running /healthz would stay degraded after
+				// the disk has room again, so probe the log directory too.
+				q.noteLogProbe(q.st.probeLogs())
+			}
+			h.mu.Lock()
+			h.probing = false
+			h.mu.Unlock()
 		}
-		h.mu.Lock()
-		h.probing = false
-		h.mu.Unlock()
+		if _, remote := q.st.(*etcdBackend); remote {
+			// etcd gone makes a probe wait its whole timeout (5 s), and
+			// /healthz must answer within a second whatever etcd does
+			// (issue 43): the answer is the last known state, the probe's
+			// outcome shows at the next call.
+			go run()
+		} else {
+			run()
+		}
 	}
 
 	h.mu.Lock()

@@ -43,3 +43,27 @@ func TestLostLogFailsTheJob(t *testing.T) {
 		t.Errorf("job with a lost log ended %s: %q", got.State, got.Reason)
 	}
 }
+
+// Issue 43, item 4: a job's log file that cannot be created (a file
+// system out of inodes fails the create with bytes free; here a directory
+// stands in its place) makes the queue unhealthy at once, as a failed
+// write does; before, /healthz said ok and the job failed only at its end.
+func TestLogThatCannotBeCreatedMakesTheQueueUnhealthy(t *testing.T) {
+	dir := t.TempDir()
+	q := openQueue(t, dir)
+	_, c := serve(t, q)
+	sub := submit(t, c, api.JobRequest{Script: "echo hello"})
+	if err := os.Mkdir(filepath.Join(dir, "logs", sub.ID+".log"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	j := request(t, q)
+	if err := q.Health(); err == nil || !strings.Contains(err.Error(), "open log") {
+		t.Errorf("Health with a job's log not created: %v, want the failure", err)
+	}
+	if err := j.Finish(context.Background(), jobsource.Result{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Job(context.Background(), sub.ID); got.State != api.JobFailed {
+		t.Errorf("job without a log ended %s: %q", got.State, got.Reason)
+	}
+}
