@@ -98,6 +98,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// HTTPClient overrides the HTTP client, e.g. for a custom CA.
 	HTTPClient *http.Client
+	// CAChain is the PEM bundle berth trusts for GitLab (ca_file), given
+	// to jobs as the file variable CI_SERVER_TLS_CA_FILE; "" when GitLab's
+	// certificate is checked against the system's roots.
+	CAChain string
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults,

@@ -62,9 +62,11 @@ func TestMaskerEverySplit(t *testing.T) {
 	}
 }
 
-// A file variable becomes a file whose path is the variable's value.
+// A file variable becomes a file whose path is the variable's value; its
+// content is expanded as gitlab-runner does (raw ones: variables_test.go).
 func TestFileVariable(t *testing.T) {
-	content := "line one\nit's $NOT_EXPANDED\n"
+	content := "line one\nit's $$NOT_EXPANDED\n"
+	want := "line one\nit's $NOT_EXPANDED\n"
 	out := t.TempDir() + "/copy"
 	f := newFake(t, gitlabfake.Options{})
 	id := f.AddJob(gitlabfake.JobSpec{
@@ -83,8 +85,8 @@ func TestFileVariable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != content {
-		t.Errorf("file variable content = %q, want %q", got, content)
+	if string(got) != want {
+		t.Errorf("file variable content = %q, want %q", got, want)
 	}
 	if !strings.Contains(f.Job(id).Trace(), "it's $NOT_EXPANDED\n") {
 		t.Errorf("trace lacks the file's content:\n%s", f.Job(id).Trace())

@@ -94,9 +94,9 @@ func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
 			*a.to = n
 		}
 	}
-	// Unexpanded: its $CI_BUILDS_DIR is not a job variable but the runner's.
-	if cp := lastValue(p.Variables, "GIT_CLONE_PATH"); cp != "" {
-		rel, err := clonePath(cp, vars)
+	// Its $CI_BUILDS_DIR expanded to the mark (variables.go).
+	if cp := lastValue(vars, "GIT_CLONE_PATH"); cp != "" {
+		rel, err := clonePath(lastValue(p.Variables, "GIT_CLONE_PATH"), cp)
 		if err != nil {
 			return o, err
 		}
@@ -105,19 +105,9 @@ func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
 	return o, nil
 }
 
-// buildsDirMark stands for $CI_BUILDS_DIR while GIT_CLONE_PATH is expanded:
-// the builds dir is known only on the instance.
-const buildsDirMark = "\x00builds"
-
-// clonePath expands GIT_CLONE_PATH and returns it relative to the builds
-// dir. GitLab requires the path to lie under $CI_BUILDS_DIR.
-func clonePath(raw string, vars []jobVariable) (string, error) {
-	values := map[string]string{}
-	for _, v := range vars {
-		values[v.Key] = v.Value
-	}
-	values["CI_BUILDS_DIR"] = buildsDirMark
-	expanded := expandString(raw, values)
+// clonePath returns GIT_CLONE_PATH, expanded, relative to the builds dir.
+// GitLab requires the path to lie under $CI_BUILDS_DIR.
+func clonePath(raw, expanded string) (string, error) {
 	rest, ok := strings.CutPrefix(expanded, buildsDirMark)
 	if !ok || !strings.HasPrefix(rest, "/") {
 		return "", fmt.Errorf("GIT_CLONE_PATH %q must start with $CI_BUILDS_DIR/ (berth's builds dir differs from the docker executor's /builds)", raw)
@@ -130,11 +120,13 @@ func clonePath(raw string, vars []jobVariable) (string, error) {
 }
 
 // projectRel is the project dir relative to the builds dir.
-func (j *Job) projectRel() string {
-	if j.git.clonePath != "" {
-		return j.git.clonePath
+func (j *Job) projectRel() string { return projectRel(j.p, j.git) }
+
+func projectRel(p *jobPayload, o gitOptions) string {
+	if o.clonePath != "" {
+		return o.clonePath
 	}
-	return strconv.FormatInt(j.p.ID, 10) + "/" + projectPath(j.p)
+	return strconv.FormatInt(p.ID, 10) + "/" + projectPath(p)
 }
 
 // getSources fetches the sources into the project dir on the instance,
@@ -192,15 +184,12 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 		refspecs = []string{g.Sha}
 	}
 	var in strings.Builder
-	for _, v := range expandVariables(j.p.Variables) {
-		if validName(v.Key) && !v.File && !strings.HasPrefix(v.Key, "GIT_CONFIG_") {
-			in.WriteString("export " + v.Key + "=" + shellQuote(v.Value) + "\n")
-		}
-		if v.Key == "GIT_CONFIG_GLOBAL" && !v.File {
-			in.WriteString("export GIT_CONFIG_GLOBAL=" + shellQuote(v.Value) + "\n")
+	in.WriteString("berth_builds=" + shellQuote(builds) + "\n")
+	for _, v := range j.vars {
+		if validName(v.Key) && !v.File && (!strings.HasPrefix(v.Key, "GIT_CONFIG_") || v.Key == "GIT_CONFIG_GLOBAL") {
+			in.WriteString("export " + v.Key + "=" + shellValue(v.Value, "berth_builds") + "\n")
 		}
 	}
-	in.WriteString("export CI_BUILDS_DIR=" + shellQuote(builds) + " CI_PROJECT_DIR=" + shellQuote(project) + "\n")
 	if auth != "" {
 		// Scoped to GitLab's URL, in git's environment rather than its
 		// arguments: never in .git/config, never in a process list.
@@ -300,4 +289,11 @@ func lastValue(vars []jobVariable, k string) string {
 		}
 	}
 	return v
+}
+
+// tokenHeaderSecret is the base64 credentials of the fetch's header, which
+// a job printing its git configuration must not show either.
+func tokenHeaderSecret(p *jobPayload) string {
+	_, auth := repoAccess(p)
+	return strings.TrimPrefix(auth, "Authorization: Basic ")
 }

@@ -44,6 +44,7 @@ func (j *Job) buildDirs(ctx context.Context, f jobsource.Files) (builds, project
 		builds = out.String()
 	}
 	project = path.Join(builds, j.projectRel())
+	resolvePayloadMarks(j.p, builds)
 	j.dirs = [2]string{builds, project}
 	return builds, project, nil
 }
