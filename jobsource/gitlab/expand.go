@@ -1,6 +1,5 @@
 package gitlab
 
-
 // GitLab leaves some job keywords for the runner to expand with the job's
 // variables: artifacts:name, paths and exclude; cache:key, paths, policy
 // and fallback_keys; image and service names (GitLab's "Where variables

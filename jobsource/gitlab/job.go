@@ -54,9 +54,9 @@ type Job struct {
 	// they are unusable.
 	git     gitOptions
 	gitErr  error
-	tmpName string // the job's temp dir in the builds dir (spec.go)
+	tmpName string  // the job's temp dir in the builds dir (spec.go)
 	vars    jobVars // the job's variables, expanded (variables.go)
-	pullErr error  // the job's image:pull_policy is not allowed
+	pullErr error   // the job's image:pull_policy is not allowed
 	// failed says why Prepare failed, in GitLab's terms (failure.go).
 	failed atomic.Pointer[prepareError]
 }
