@@ -177,6 +177,8 @@ type Fake struct {
 	maxPolls     int
 	// artifactFails are statuses injected into the next artifact uploads.
 	artifactFails []int
+	// git holds the repositories served over HTTP (git.go).
+	git gitRepos
 }
 
 // New starts a fake GitLab; Close it when done.
@@ -206,6 +208,7 @@ func New(opts Options) *Fake {
 	mux.HandleFunc("PUT /api/v4/jobs/{id}", f.handleUpdate)
 	mux.HandleFunc("POST /api/v4/jobs/{id}/artifacts", f.handleUploadArtifacts)
 	mux.HandleFunc("GET /api/v4/jobs/{id}/artifacts", f.handleDownloadArtifacts)
+	mux.HandleFunc("/git/", f.handleGit)
 	f.srv = httptest.NewServer(mux)
 	return f
 }

@@ -162,6 +162,10 @@ func (j *Job) getSources(ctx context.Context, f jobsource.Files, builds, project
 	return &prepareError{reason: reasonScript, msg: "getting the sources failed: " + err.Error()}
 }
 
+// gitSafe runs git with hooks and fsmonitor off; -c reaches the git
+// processes it starts (submodules) through GIT_CONFIG_PARAMETERS.
+const gitSafe = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false"
+
 // errNoGit is the fetch script's exit code when git is missing.
 const errNoGit = 42
 
@@ -213,10 +217,24 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 		echo("Fetching changes...")
 	}
 	line("mkdir -p " + d + " && cd " + d)
-	line(`if [ -d .git ]; then rm -f .git/index.lock .git/shallow.lock .git/HEAD.lock; echo "Reinitialized existing Git repository in $PWD/.git/"; ` +
-		`else git -c init.defaultBranch=main init -q . && echo "Created fresh repository."; fi`)
-	line("git remote set-url origin " + shellQuote(clean) + " 2>/dev/null || git remote add origin " + shellQuote(clean))
-	fetch := "git fetch --no-tags"
+	// What an earlier or concurrent job left in .git must run no code
+	// here, outside the job's image and with the job token at hand: a
+	// .git that is not a plain directory is removed, and so are the
+	// hooks, the repository's config (core.hooksPath, core.fsmonitor,
+	// core.sshCommand, filters, includes) and the submodules' git dirs;
+	// every git below runs with hooks and fsmonitor off whatever config
+	// appears meanwhile.
+	line(`if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then rm -rf .git; fi`)
+	line(`if [ -d .git ]; then rm -rf .git/hooks .git/config .git/modules .git/info/attributes .git/index.lock .git/shallow.lock .git/HEAD.lock; ` +
+		gitSafe + ` -c init.defaultBranch=main init -q . && echo "Reinitialized existing Git repository in $PWD/.git/"; ` +
+		`else ` + gitSafe + ` -c init.defaultBranch=main init -q . && echo "Created fresh repository."; fi`)
+	line(gitSafe + " remote add origin " + shellQuote(clean))
+	if cred := credentialsFile(builds, j.tmpName); auth != "" {
+		// The job's own git reaches the project's GitLab with the job
+		// token while the job runs (scriptPrelude writes the file).
+		line(gitSafe + " config --local include.path " + shellQuote(cred))
+	}
+	fetch := gitSafe + " fetch --no-tags"
 	for _, f := range o.fetchFlags {
 		fetch += " " + shellQuote(f)
 	}
@@ -234,9 +252,9 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 		return b.String(), in.String()
 	}
 	echo(fmt.Sprintf("Checking out %s as detached HEAD (ref is %s)...", shortSha(g.Sha), g.Ref))
-	line("git -c advice.detachedHead=false checkout -f -q " + shellQuote(g.Sha))
+	line(gitSafe + " -c advice.detachedHead=false checkout -f -q " + shellQuote(g.Sha))
 	if len(o.cleanFlags) > 0 {
-		line("git clean " + quoteAll(o.cleanFlags))
+		line(gitSafe + " clean " + quoteAll(o.cleanFlags))
 	}
 	switch o.submodules {
 	case "none":
@@ -247,14 +265,14 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 			rec = " --recursive"
 		}
 		echo("Updating/initializing submodules" + strings.ReplaceAll(rec, " --", " ") + "...")
-		line("git submodule sync" + rec)
-		upd := "git submodule update --init" + rec
+		line(gitSafe + " submodule sync" + rec)
+		upd := gitSafe + " submodule update --init" + rec
 		if len(o.subFlags) > 0 {
 			upd += " " + quoteAll(o.subFlags)
 		}
 		line(upd)
 		if len(o.cleanFlags) > 0 {
-			line("git submodule foreach" + rec + " git clean " + quoteAll(o.cleanFlags))
+			line(gitSafe + " submodule foreach" + rec + " git clean " + quoteAll(o.cleanFlags))
 		}
 	}
 	return b.String(), in.String()
@@ -289,6 +307,29 @@ func lastValue(vars []jobVariable, k string) string {
 		}
 	}
 	return v
+}
+
+// credentialsFile is the git config file in the job's temp dir that gives
+// the job's own git the job token for the project's GitLab; it goes with
+// the temp dir when the job ends.
+func credentialsFile(builds, tmpName string) string {
+	return path.Join(builds, "."+tmpName, "git-credentials.conf")
+}
+
+// credentialsConfig is that file's content: GitLab's URL rewritten to
+// carry the job token, as gitlab-runner's insteadOf rule; "" when the
+// repository is not reached over http(s).
+func credentialsConfig(p *jobPayload) string {
+	clean, auth := repoAccess(p)
+	if auth == "" {
+		return ""
+	}
+	u, err := url.Parse(serverBase(clean))
+	if err != nil {
+		return ""
+	}
+	u.User = url.UserPassword("gitlab-ci-token", p.Token)
+	return "[url " + strconv.Quote(u.String()) + "]\n\tinsteadOf = " + serverBase(clean) + "\n"
 }
 
 // tokenHeaderSecret is the base64 credentials of the fetch's header, which

@@ -88,7 +88,7 @@ func stepScript(p *jobPayload, name string) (jobStep, bool) {
 func buildSpec(p *jobPayload, vars jobVars, buildsDir, projectRel, tmpName string) jobsource.Spec {
 	script, _ := stepScript(p, "script")
 	after, hasAfter := stepScript(p, "after_script")
-	prelude := scriptPrelude(vars, projectRel)
+	prelude := scriptPrelude(vars, projectRel, credentialsConfig(p))
 
 	var main strings.Builder
 	main.WriteString(prelude)
@@ -148,8 +148,10 @@ func jobTimeout(p *jobPayload) time.Duration {
 // scriptPrelude sets the shell options, the job's temp dir ($1), the
 // builds dir ($2), the project dir and the variables, in that order, for
 // both the script and after_script, then loads what earlier steps wrote to
-// GITLAB_ENV, as gitlab-runner does before each step.
-func scriptPrelude(vars jobVars, projectRel string) string {
+// GITLAB_ENV, as gitlab-runner does before each step. creds is the git
+// config the checkout includes (sources.go credentialsFile): it exists
+// while a step runs, and after_script's end removes it with the temp dir.
+func scriptPrelude(vars jobVars, projectRel, creds string) string {
 	var b strings.Builder
 	b.WriteString("set -e\n")
 	b.WriteString(`if [ -n "${BASH_VERSION:-}" ]; then set -o pipefail; fi` + "\n")
@@ -157,6 +159,9 @@ func scriptPrelude(vars jobVars, projectRel string) string {
 	b.WriteString(`berth_builds=$2` + "\n")
 	b.WriteString(`berth_project="$berth_builds/"` + shellQuote(projectRel) + "\n")
 	writeExports(&b, vars, "berth_builds")
+	if creds != "" {
+		b.WriteString("(umask 077 && printf '%s' " + shellQuote(creds) + ` > "$berth_tmp/git-credentials.conf")` + "\n")
+	}
 	b.WriteString(`touch "$berth_tmp/` + gitlabEnvFile + `"` + "\n")
 	b.WriteString(`while IFS= read -r berth_line; do case $berth_line in [A-Za-z_]*=*) export "$berth_line";; esac; done < "$berth_tmp/` + gitlabEnvFile + `"` + "\n")
 	return b.String()
