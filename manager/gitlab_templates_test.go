@@ -1,10 +1,12 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -62,8 +64,15 @@ idle_count = 1
 		spec := parseTemplateJob(t, d)
 		spec.RepoURL, spec.Ref, spec.Sha, spec.ProjectID, spec.Image = repo, "main", sha, 41, img
 		id := fake.AddJob(spec)
-		waitJob(t, fake, id)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := fake.WaitAllDone(ctx); err != nil {
+			t.Fatalf("%s: job %d did not finish: %v", d.Pos, id, err)
+		}
 		trace := fake.Job(id).Trace()
+		if st := fake.Job(id).ReportedState(); st != "success" {
+			t.Logf("%s: job %d %s (%s):\n%s", d.Pos, id, st, fake.Job(id).FailureReason(), trace)
+		}
 		for _, secret := range []string{fake.Job(id).Token()} {
 			if strings.Contains(trace, secret) {
 				t.Errorf("%s: the job token is in the trace:\n%s", d.Pos, trace)
@@ -148,8 +157,10 @@ func scriptOutput(trace string, names map[string]string) string {
 	var out strings.Builder
 	for _, line := range strings.Split(rest, "\n") {
 		switch {
-		case strings.HasPrefix(line, "Job succeeded"), strings.Contains(line, "ERROR: Job failed"):
+		case strings.HasPrefix(line, "Job succeeded"):
 			return out.String()
+		case strings.Contains(line, "ERROR: Job failed"):
+			return out.String() + "job failed: " + line + "\n"
 		case strings.HasPrefix(line, "\033[32;1m$ "), strings.HasPrefix(line, "section_"), strings.HasPrefix(line, "\033[36;1m"), line == "",
 			// berth's own lines when after_script starts the image again
 			strings.HasPrefix(line, "Using cached image "), strings.HasPrefix(line, "Pulling image "), strings.HasPrefix(line, "  layer "):
