@@ -1,0 +1,72 @@
+package gitlab
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-ci/berth/internal/gitlabfake"
+	"github.com/berth-ci/berth/jobsource"
+)
+
+// A job can write anything into its checkout's .git, and with
+// GIT_STRATEGY fetch (or two jobs on one instance) berth's own fetch of the
+// next job runs git there, outside the job's image and with that job's
+// token in its environment (issue 41, item 8). Nothing planted may run:
+// hooks, core.hooksPath, core.fsmonitor, core.sshCommand, a smudge filter,
+// an include; a .git that is a symlink is not followed.
+func TestCheckoutRunsNothingAnEarlierJobPlanted(t *testing.T) {
+	repo, sha := gitRepo(t)
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "ran")
+	evil := filepath.Join(dir, "evil.sh")
+	if err := os.WriteFile(evil, []byte("#!/bin/sh\nenv >> "+mark+"\ncat\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hooks := filepath.Join(dir, "hooks")
+	os.Mkdir(hooks, 0o755)
+	for _, h := range []string{"post-checkout", "reference-transaction", "pre-auto-gc", "post-merge"} {
+		os.Symlink(evil, filepath.Join(hooks, h))
+	}
+	f := newFake(t, gitlabfake.Options{})
+	s := stagedSource(t, f, nil)
+	vars := []gitlabfake.Variable{{Key: "GIT_STRATEGY", Value: "fetch"}, {Key: "GIT_CLONE_PATH", Value: "$CI_BUILDS_DIR/shared/project"}}
+	f.AddJob(gitlabfake.JobSpec{RepoURL: repo, Sha: sha, Variables: vars, Script: []string{
+		"for h in post-checkout reference-transaction post-merge; do ln -sf " + evil + " .git/hooks/$h; done",
+		"git config core.hooksPath " + hooks,
+		"git config core.fsmonitor " + evil,
+		"git config core.sshCommand " + evil,
+		"git config filter.evil.smudge " + evil,
+		"git config filter.evil.process " + evil,
+		"git config include.path " + filepath.Join(dir, "included"),
+		"echo '* filter=evil' > .git/info/attributes",
+		"rm README", // so that the next checkout writes it, through the filter
+	}})
+	if res, out := runStaged(t, takeJob(t, s)); res.Failure != jobsource.FailureNone {
+		t.Fatalf("planting job: %+v\n%s", res, out)
+	}
+	os.WriteFile(filepath.Join(dir, "included"), []byte("[core]\n\thooksPath = "+hooks+"\n"), 0o644)
+	os.Remove(mark) // the planting job's own git commands may have run them
+
+	id := f.AddJob(gitlabfake.JobSpec{RepoURL: repo, Sha: sha, Variables: vars, Script: []string{"cat README"}})
+	res, out := runStaged(t, takeJob(t, s))
+	if res.Failure != jobsource.FailureNone || !strings.Contains(out, "hello from the repo") {
+		t.Fatalf("next job: %+v\n%s", res, f.Job(id).Trace())
+	}
+	if b, err := os.ReadFile(mark); err == nil {
+		t.Fatalf("the next job's checkout ran what the earlier job planted, with this environment:\n%s", b)
+	}
+
+	// A .git that is a symlink to somewhere else is replaced, not used.
+	project := filepath.Join(s.cfg.BuildsDir, "shared", "project")
+	elsewhere := filepath.Join(dir, "elsewhere.git")
+	if err := os.Rename(filepath.Join(project, ".git"), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(elsewhere, filepath.Join(project, ".git"))
+	f.AddJob(gitlabfake.JobSpec{RepoURL: repo, Sha: sha, Variables: vars, Script: []string{"test ! -L .git", "cat README"}})
+	if res, out := runStaged(t, takeJob(t, s)); res.Failure != jobsource.FailureNone {
+		t.Fatalf("job after a symlinked .git: %+v\n%s", res, out)
+	}
+}
