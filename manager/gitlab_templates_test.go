@@ -83,7 +83,8 @@ idle_count = 1
 	})
 }
 
-// parseTemplateJob reads a case: "variables:" then one variable per line,
+// parseTemplateJob reads a case (mask=(P1,P2) is GitLab's
+// token_mask_prefixes): "variables:" then one variable per line,
 // KEY=VALUE, prefixed with "file ", "raw " or "masked " as needed (\n in a
 // file's value is a newline); "script:" and "after_script:" then one
 // command per line.
@@ -91,8 +92,11 @@ func parseTemplateJob(t *testing.T, d *datadriven.TestData) gitlabfake.JobSpec {
 	var spec gitlabfake.JobSpec
 	spec.Name = "job"
 	for _, a := range d.CmdArgs {
-		if a.Key == "name" && len(a.Vals) == 1 {
+		switch {
+		case a.Key == "name" && len(a.Vals) == 1:
 			spec.Name = a.Vals[0]
+		case a.Key == "mask":
+			spec.TokenMaskPrefixes = a.Vals
 		}
 	}
 	section := ""

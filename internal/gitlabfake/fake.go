@@ -118,6 +118,9 @@ type JobSpec struct {
 	Variables   []Variable
 	// FailureReasons is features.failure_reasons; nil means DefaultFailureReasons.
 	FailureReasons []string
+	// TokenMaskPrefixes is features.token_mask_prefixes: the prefixes of
+	// tokens the runner masks in the trace besides glpat-.
+	TokenMaskPrefixes []string
 	// Artifacts, Cache and Dependencies (job IDs whose artifacts this job
 	// downloads) fill the payload's artifacts, cache and dependencies;
 	// Steps are extra steps after script (artifacts.go).
@@ -851,7 +854,8 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 		"cache":        j.cachePayload(),
 		"credentials":  []any{},
 		"dependencies": j.dependenciesLocked(),
-		"features":     map[string]any{"trace_sections": true, "failure_reasons": j.failureReasons()},
+		"features": map[string]any{"trace_sections": true, "failure_reasons": j.failureReasons(),
+			"token_mask_prefixes": nonNil(s.TokenMaskPrefixes)},
 	}
 }
 

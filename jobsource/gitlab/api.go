@@ -131,6 +131,8 @@ type jobPayload struct {
 	Credentials []jobCredential `json:"credentials,omitempty"`
 	Features    struct {
 		FailureReasons []string `json:"failure_reasons"`
+		// TokenMaskPrefixes start tokens the log masks (mask.go).
+		TokenMaskPrefixes []string `json:"token_mask_prefixes"`
 	} `json:"features"`
 	// Artifacts, Cache and Dependencies are the job's artifacts:, cache:
 	// and the jobs whose artifacts it needs (artifacts.go).

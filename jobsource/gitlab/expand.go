@@ -1,11 +1,19 @@
 package gitlab
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // GitLab leaves some job keywords for the runner to expand with the job's
 // variables: artifacts:name, paths and exclude; cache:key, paths, policy
 // and fallback_keys; image and service names (GitLab's "Where variables
 // can be used", runner column). expandPayload does it once, when the job
 // arrives, so everything after sees the final values.
-func expandPayload(p *jobPayload, vars jobVars) {
+//
+// It returns the warnings for the trace's restore_cache section.
+func expandPayload(p *jobPayload, vars jobVars) (warnings []string) {
 	ex := vars.expand
 	all := func(ss []string) []string {
 		out := make([]string, 0, len(ss))
@@ -24,10 +32,27 @@ func expandPayload(p *jobPayload, vars jobVars) {
 		c := &p.Cache[i]
 		c.Key, c.Paths, c.Policy, c.FallbackKeys = ex(c.Key), all(c.Paths), ex(c.Policy), all(c.FallbackKeys)
 		if fk := vars.value("CACHE_FALLBACK_KEY"); fk != "" {
-			c.FallbackKeys = append(c.FallbackKeys, fk)
+			if w := fallbackRefused(fk); w != "" {
+				warnings = append(warnings, w)
+			} else {
+				c.FallbackKeys = append(c.FallbackKeys, fk)
+			}
 		}
 	}
-	expandImages(p, vars)
+	return slices.Compact(warnings)
+}
+
+// fallbackRefused says why CACHE_FALLBACK_KEY may not be used, or "". A
+// key ending in -protected names the cache GitLab keeps apart for
+// protected branches: a job of an unprotected branch must not restore it
+// through the fallback, so gitlab-runner refuses it (shells/abstract.go),
+// trailing dots and spaces ignored.
+func fallbackRefused(key string) string {
+	const blocked = "-protected"
+	if strings.HasSuffix(strings.TrimRight(key, ". "), blocked) {
+		return fmt.Sprintf("CACHE_FALLBACK_KEY %q not allowed to end in %q", key, blocked)
+	}
+	return ""
 }
 
 // expandImages expands image and service names; they are needed before

@@ -56,7 +56,9 @@ type Job struct {
 	gitErr  error
 	tmpName string  // the job's temp dir in the builds dir (spec.go)
 	vars    jobVars // the job's variables, expanded (variables.go)
-	pullErr error   // the job's image:pull_policy is not allowed
+	// cacheWarnings go to the restore_cache section (expand.go).
+	cacheWarnings []string
+	pullErr       error // the job's image:pull_policy is not allowed
 	// failed says why Prepare failed, in GitLab's terms (failure.go).
 	failed atomic.Pointer[prepareError]
 }
@@ -88,7 +90,7 @@ func newJob(s *Source, p *jobPayload) *Job {
 	git, gitErr := gitOptionsOf(p, newJobVars(p.Variables, env))
 	env.projectRel = projectRel(p, git)
 	vars := newJobVars(p.Variables, env)
-	expandPayload(p, vars)
+	cacheWarnings := expandPayload(p, vars)
 	var secrets []string
 	for _, vs := range [][]jobVariable{p.Variables, vars} { // as sent and as expanded
 		for _, v := range vs {
@@ -118,11 +120,11 @@ func newJob(s *Source, p *jobPayload) *Job {
 		stopLoop:    cancel,
 		loopDone:    make(chan struct{}),
 		cancelCh:    make(chan jobsource.CancelRequest, 1),
-		masker:      newMasker(secrets),
+		masker:      newMasker(secrets, p.Features.TokenMaskPrefixes),
 		interval:    s.cfg.UpdateInterval,
 		lastContact: time.Now(),
 	}
-	j.git, j.gitErr, j.vars = git, gitErr, vars
+	j.git, j.gitErr, j.vars, j.cacheWarnings = git, gitErr, vars, cacheWarnings
 	j.tmpName = tmpName
 	j.spec = buildSpec(p, vars, s.cfg.BuildsDir, env.projectRel, tmpName)
 	if j.spec.Image != nil {

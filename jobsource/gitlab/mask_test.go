@@ -52,7 +52,26 @@ func TestMaskerEverySplit(t *testing.T) {
 	want := "a [MASKED], a [MASKED] one and [MASKED]s"
 	for i := 0; i <= len(in); i++ {
 		for k := i; k <= len(in); k++ {
-			m := newMasker([]string{"secret", "secret-longer", ""})
+			m := newMasker([]string{"secret", "secret-longer", ""}, nil)
+			got := string(m.write([]byte(in[:i]))) + string(m.write([]byte(in[i:k]))) +
+				string(m.write([]byte(in[k:]))) + string(m.flush())
+			if got != want {
+				t.Fatalf("split at %d,%d: got %q, want %q", i, k, got, want)
+			}
+		}
+	}
+}
+
+// Tokens are masked by their prefix whatever the split, as gitlab-runner's
+// token sanitizer does: glpat- always, and the prefixes GitLab sends in
+// features.token_mask_prefixes; the prefix stays, the rest goes, and a
+// prefix with nothing after it is left alone.
+func TestTokenPrefixesMaskedEverySplit(t *testing.T) {
+	const in = "pat glpat-Ab_c.d=9 and mytoken:xyz-1, glpat- alone, glpat\n end glpat-tail"
+	want := "pat glpat-[MASKED] and mytoken:[MASKED], glpat- alone, glpat\n end glpat-[MASKED]"
+	for i := 0; i <= len(in); i++ {
+		for k := i; k <= len(in); k++ {
+			m := newMasker(nil, []string{"mytoken:", "glpat-"})
 			got := string(m.write([]byte(in[:i]))) + string(m.write([]byte(in[i:k]))) +
 				string(m.write([]byte(in[k:]))) + string(m.flush())
 			if got != want {

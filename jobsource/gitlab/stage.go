@@ -120,6 +120,9 @@ func (j *Job) prepareDirs(ctx context.Context, f jobsource.Files) error {
 	}
 	if len(j.p.Cache) > 0 {
 		j.sectionStart("restore_cache", "Restoring cache")
+		for _, w := range j.cacheWarnings {
+			j.writeLine("\033[0;33mWARNING: " + w + "\033[0;m")
+		}
 		for _, c := range j.p.Cache {
 			j.restoreCache(ctx, f, c, project)
 		}
