@@ -409,11 +409,18 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 	if err != nil {
 		return nil, err
 	}
+	var caChain []byte
+	if s.CAFile != "" {
+		if caChain, err = os.ReadFile(s.CAFile); err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+	}
 	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
 		CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: m.opts.Version,
 		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs,
 		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images),
-		Ledger:              m.gitlabLedger(s)}, m.log)
+		Ledger:              m.gitlabLedger(s), CAChain: string(caChain),
+		DefaultImage: s.Image, RefuseShellJobs: len(m.cfg.Images.AllowedImages) > 0 && !s.AllowShellJobs}, m.log)
 	if err != nil {
 		return nil, err
 	}

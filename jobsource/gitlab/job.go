@@ -80,6 +80,10 @@ func newJob(s *Source, p *jobPayload) *Job {
 	tmpName := fmt.Sprintf("berth-gitlab-%d-%s", p.ID, randomString(8))
 	env := runnerEnv{version: s.cfg.Version, tmpName: tmpName, timeout: jobTimeout(p), caChain: s.cfg.CAChain}
 	env.concurrent, env.projectSlot = s.takeSlot(p.ID, p.JobInfo.ProjectID)
+	if (p.Image == nil || p.Image.Name == "") && s.cfg.DefaultImage != "" {
+		// The source's image, as gitlab-runner's [runners.docker] image.
+		p.Image = &jobImage{Name: s.cfg.DefaultImage}
+	}
 	// Image names first: CI_JOB_IMAGE is the expanded one. Then the git
 	// options, which place the project dir (GIT_CLONE_PATH), then the
 	// variables the job sees.

@@ -105,6 +105,11 @@ func (j *Job) prepareDirs(ctx context.Context, f jobsource.Files) error {
 			return &prepareError{reason: reasonConfiguration, msg: err.Error()}
 		}
 	}
+	if j.spec.Image == nil && j.src.cfg.RefuseShellJobs {
+		return &prepareError{reason: reasonConfiguration, msg: "the job names no image and would run in the instance's shell, " +
+			"outside [images] allowed_images: give the job an image: from allowed_images, set image in the [[source]] of berth.toml " +
+			"(the default image, as gitlab-runner's [runners.docker] image), or set allow_shell_jobs = true there to allow shell jobs"}
+	}
 	if err := j.unsupported(); err != nil {
 		return &prepareError{reason: reasonUnsupported, msg: err.Error()}
 	}
