@@ -70,3 +70,42 @@ func TestCheckoutRunsNothingAnEarlierJobPlanted(t *testing.T) {
 		t.Fatalf("job after a symlinked .git: %+v\n%s", res, out)
 	}
 }
+
+// GIT_SUBMODULE_PATHS picks the submodules to update (here: excludes the
+// only one) and GIT_SUBMODULE_DEPTH fetches them shallow, as in GitLab.
+func TestSubmodulePathsAndDepth(t *testing.T) {
+	repo, sha := repoWithSubmodule(t)
+	f := newFake(t, gitlabfake.Options{})
+	s := stagedSource(t, f, nil)
+	gitCfg := gitlabfake.Variable{Key: "GIT_CONFIG_GLOBAL", Value: filepath.Join(filepath.Dir(strings.TrimPrefix(repo, "file://")), "allow.gitconfig")}
+	sub := gitlabfake.Variable{Key: "GIT_SUBMODULE_STRATEGY", Value: "recursive"}
+	id := f.AddJob(gitlabfake.JobSpec{RepoURL: repo, Sha: sha, Variables: []gitlabfake.Variable{gitCfg, sub,
+		{Key: "GIT_SUBMODULE_PATHS", Value: ":(exclude)sub"}}, Script: []string{"test ! -e sub/SUB", "cat README"}})
+	if res, out := runStaged(t, takeJob(t, s)); res.Failure != jobsource.FailureNone || !strings.Contains(out, "top") {
+		t.Errorf("GIT_SUBMODULE_PATHS excluding the submodule: %+v\n%s", res, f.Job(id).Trace())
+	}
+	id = f.AddJob(gitlabfake.JobSpec{RepoURL: repo, Sha: sha, Variables: []gitlabfake.Variable{gitCfg, sub,
+		{Key: "GIT_SUBMODULE_DEPTH", Value: "1"}}, Script: []string{"cat sub/SUB", "test -f \"$(git -C sub rev-parse --git-dir)/shallow\" && echo shallow-submodule"}})
+	if res, out := runStaged(t, takeJob(t, s)); res.Failure != jobsource.FailureNone || !strings.Contains(out, "shallow-submodule") {
+		t.Errorf("GIT_SUBMODULE_DEPTH 1: %+v\n%s", res, f.Job(id).Trace())
+	}
+	id = f.AddJob(gitlabfake.JobSpec{RepoURL: repo, Sha: sha, Variables: []gitlabfake.Variable{{Key: "GIT_SUBMODULE_DEPTH", Value: "deep"}}, Script: []string{"true"}})
+	runStaged(t, takeJob(t, s))
+	if r := f.Job(id).FailureReason(); r != "runner_configuration_error" || !strings.Contains(f.Job(id).Trace(), "GIT_SUBMODULE_DEPTH") {
+		t.Errorf("bad GIT_SUBMODULE_DEPTH: reason %q\n%s", r, f.Job(id).Trace())
+	}
+}
+
+// CI_DEBUG_TRACE shows each command as the shell runs it, after a
+// warning; masked values stay masked.
+func TestDebugTrace(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	id := f.AddJob(gitlabfake.JobSpec{Variables: append([]gitlabfake.Variable{{Key: "CI_DEBUG_TRACE", Value: "true"},
+		{Key: "SECRET", Value: "hunter2-secret", Masked: true}}, noGit...), Script: []string{`X="$SECRET"`}})
+	r := driver{t: t}.run(takeJob(t, newTestSource(t, f, nil)))
+	tr := f.Job(id).Trace()
+	if r.result.Failure != jobsource.FailureNone || !strings.Contains(tr, "WARNING: CI_DEBUG_TRACE is set") ||
+		!strings.Contains(tr, "X=[MASKED]") || strings.Contains(tr, "hunter2") {
+		t.Errorf("%+v\n%s", r.result, tr)
+	}
+}

@@ -27,6 +27,9 @@ type gitOptions struct {
 	depth      int
 	submodules string // none, normal or recursive
 	subFlags   []string
+	subPaths   []string // GIT_SUBMODULE_PATHS: the submodules to update; nil for all
+	subDepth   int      // GIT_SUBMODULE_DEPTH; 0 for full history
+	subHTTPS   bool     // GIT_SUBMODULE_FORCE_HTTPS
 	checkout   bool
 	fetchFlags []string
 	cleanFlags []string // nil: no git clean
@@ -66,6 +69,15 @@ func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
 		return o, fmt.Errorf("GIT_SUBMODULE_STRATEGY %q: use none, normal or recursive", s)
 	}
 	o.subFlags = strings.Fields(get("GIT_SUBMODULE_UPDATE_FLAGS"))
+	o.subPaths = strings.Fields(get("GIT_SUBMODULE_PATHS"))
+	if d := get("GIT_SUBMODULE_DEPTH"); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return o, fmt.Errorf("GIT_SUBMODULE_DEPTH %q: use a whole number (0 fetches all history)", d)
+		}
+		o.subDepth = n
+	}
+	o.subHTTPS = get("GIT_SUBMODULE_FORCE_HTTPS") == "true"
 	if get("GIT_CHECKOUT") == "false" {
 		o.checkout = false
 	}
@@ -194,11 +206,27 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 			in.WriteString("export " + v.Key + "=" + shellValue(v.Value, "berth_builds") + "\n")
 		}
 	}
+	var cfg [][2]string
 	if auth != "" {
 		// Scoped to GitLab's URL, in git's environment rather than its
 		// arguments: never in .git/config, never in a process list.
-		in.WriteString("export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=" + shellQuote("http."+serverBase(clean)+".extraHeader") +
-			" GIT_CONFIG_VALUE_0=" + shellQuote(auth) + "\n")
+		cfg = append(cfg, [2]string{"http." + serverBase(clean) + ".extraHeader", auth})
+	}
+	if o.subHTTPS {
+		// GIT_SUBMODULE_FORCE_HTTPS: submodules on GitLab's host given by
+		// SSH URL are fetched over HTTPS, with the job token.
+		if u, err := url.Parse(clean); err == nil && u.Hostname() != "" {
+			base := serverBase(clean)
+			cfg = append(cfg, [2]string{"url." + base + ".insteadOf", "git@" + u.Hostname() + ":"},
+				[2]string{"url." + base + ".insteadOf", "ssh://git@" + u.Hostname() + "/"})
+		}
+	}
+	if len(cfg) > 0 {
+		in.WriteString("export GIT_CONFIG_COUNT=" + strconv.Itoa(len(cfg)))
+		for i, kv := range cfg {
+			in.WriteString(fmt.Sprintf(" GIT_CONFIG_KEY_%d=%s GIT_CONFIG_VALUE_%d=%s", i, shellQuote(kv[0]), i, shellQuote(kv[1])))
+		}
+		in.WriteString("\n")
 	}
 
 	var b strings.Builder
@@ -265,12 +293,20 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 			rec = " --recursive"
 		}
 		echo("Updating/initializing submodules" + strings.ReplaceAll(rec, " --", " ") + "...")
-		line(gitSafe + " submodule sync" + rec)
+		paths := ""
+		if len(o.subPaths) > 0 {
+			// GitLab's GIT_SUBMODULE_PATHS: paths, or :(exclude) pathspecs.
+			paths = " -- " + quoteAll(o.subPaths)
+		}
+		line(gitSafe + " submodule sync" + rec + paths)
 		upd := gitSafe + " submodule update --init" + rec
+		if o.subDepth > 0 {
+			upd += " --depth " + strconv.Itoa(o.subDepth)
+		}
 		if len(o.subFlags) > 0 {
 			upd += " " + quoteAll(o.subFlags)
 		}
-		line(upd)
+		line(upd + paths)
 		if len(o.cleanFlags) > 0 {
 			line(gitSafe + " submodule foreach" + rec + " git clean " + quoteAll(o.cleanFlags))
 		}

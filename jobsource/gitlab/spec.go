@@ -98,6 +98,8 @@ func buildSpec(p *jobPayload, vars jobVars, buildsDir, projectRel, tmpName strin
 	main.WriteString(`mkdir -p "$berth_project"` + "\n")
 	main.WriteString(`cd "$berth_project"` + "\n")
 	main.WriteString(sectionLine("start", "step_script", "Executing \"step_script\" stage of the job script"))
+	debug := debugTrace(vars)
+	main.WriteString(debug)
 	writeCommands(&main, script.Script)
 
 	var post strings.Builder
@@ -114,6 +116,7 @@ func buildSpec(p *jobPayload, vars jobVars, buildsDir, projectRel, tmpName strin
 	post.WriteString(`cd "$berth_project" 2>/dev/null || cd "$berth_tmp"` + "\n")
 	if hasAfter && len(after.Script) > 0 {
 		post.WriteString(sectionLine("start", "after_script", "Running after_script"))
+		post.WriteString(debug)
 		writeCommands(&post, after.Script)
 	}
 
@@ -134,6 +137,16 @@ func buildSpec(p *jobPayload, vars jobVars, buildsDir, projectRel, tmpName strin
 		spec.Image.Binds = []string{buildsDir}
 	}
 	return spec
+}
+
+// debugTrace is what CI_DEBUG_TRACE=true adds before a step's commands:
+// the shell prints each command as it runs, as gitlab-runner's bash shell
+// does, after a warning; the log's masking still applies.
+func debugTrace(vars jobVars) string {
+	if v := lastValue(vars, "CI_DEBUG_TRACE"); v != "true" && v != "1" {
+		return ""
+	}
+	return "printf '\\033[0;33mWARNING: CI_DEBUG_TRACE is set: the log shows each command as it runs, variables expanded (masked values stay masked)\\033[0;m\\n'\nset -x\n"
 }
 
 // jobTimeout is the job's timeout: runner_info's, else its script step's.
