@@ -129,6 +129,7 @@ func buildSpec(p *jobPayload, vars jobVars, buildsDir, projectRel, tmpName strin
 		// dir (file variables) goes with the builds dir in Collect, and an
 		// image job does not start its image a second time.
 		spec.AfterScript = launcher(buildsDir, tmpName, post.String())
+		spec.AfterScriptTimeout = afterScriptTimeout(vars)
 	}
 	spec.Image, spec.Services = payloadImage(p, vars)
 	if spec.Image != nil && buildsDir != "" {
@@ -147,6 +148,17 @@ func debugTrace(vars jobVars) string {
 		return ""
 	}
 	return "printf '\\033[0;33mWARNING: CI_DEBUG_TRACE is set: the log shows each command as it runs, variables expanded (masked values stay masked)\\033[0;m\\n'\nset -x\n"
+}
+
+// afterScriptTimeout is RUNNER_AFTER_SCRIPT_TIMEOUT (a Go duration, as
+// gitlab-runner reads it); 0, the manager's default of 5 minutes, when
+// unset or not a positive duration.
+func afterScriptTimeout(vars jobVars) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(lastValue(vars, "RUNNER_AFTER_SCRIPT_TIMEOUT")))
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
 }
 
 // jobTimeout is the job's timeout: runner_info's, else its script step's.
