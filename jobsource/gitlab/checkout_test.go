@@ -109,3 +109,38 @@ func TestDebugTrace(t *testing.T) {
 		t.Errorf("%+v\n%s", r.result, tr)
 	}
 }
+
+// The job's own git reaches the project's GitLab with the job token while
+// the job runs (GitLab answers 401 without it), and nothing of the token
+// stays in the checkout after it, which a GIT_CLONE_PATH checkout with
+// GIT_STRATEGY fetch keeps for the next job; the trace never shows it.
+func TestJobTokenForTheJobsGitOnlyWhileItRuns(t *testing.T) {
+	fileRepo, sha := gitRepo(t)
+	f := newFake(t, gitlabfake.Options{})
+	repo := f.HTTPRepo(fileRepo)
+	s := stagedSource(t, f, nil)
+	id := f.AddJob(gitlabfake.JobSpec{RepoURL: repo, Ref: "main", Sha: sha, Variables: []gitlabfake.Variable{
+		{Key: "GIT_STRATEGY", Value: "fetch"}, {Key: "GIT_CLONE_PATH", Value: "$CI_BUILDS_DIR/keep/project"}},
+		Script: []string{"git fetch -q origin main && echo fetched-by-the-job", "git ls-remote origin main >/dev/null && echo listed"}})
+	j := takeJob(t, s)
+	res, out := runStaged(t, j)
+	tr, token := f.Job(id).Trace(), f.Job(id).Token()
+	if res.Failure != jobsource.FailureNone || !strings.Contains(out, "fetched-by-the-job") || !strings.Contains(out, "listed") {
+		t.Fatalf("%+v\n%s", res, tr)
+	}
+	if strings.Contains(tr, token) || strings.Contains(tr, tokenHeaderSecret(j.p)) {
+		t.Errorf("the trace shows the job token:\n%s", tr)
+	}
+	project := filepath.Join(s.cfg.BuildsDir, "keep", "project")
+	filepath.WalkDir(filepath.Join(project, ".git"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), token) {
+				t.Errorf("%s holds the job token after the job", p)
+			}
+		}
+		return nil
+	})
+	if _, err := os.Stat(credentialsFile(s.cfg.BuildsDir, j.tmpName)); !os.IsNotExist(err) {
+		t.Errorf("the job's git credentials outlive it: %v", err)
+	}
+}

@@ -349,8 +349,11 @@ func lastValue(vars []jobVariable, k string) string {
 // the job's own git the job token for the project's GitLab; it goes with
 // the temp dir when the job ends.
 func credentialsFile(builds, tmpName string) string {
-	return path.Join(builds, "."+tmpName, "git-credentials.conf")
+	return path.Join(builds, "."+tmpName, credentialsName)
 }
+
+// credentialsName is that file's name in the job's temp dir.
+const credentialsName = "git-credentials.conf"
 
 // credentialsConfig is that file's content: GitLab's URL rewritten to
 // carry the job token, as gitlab-runner's insteadOf rule; "" when the

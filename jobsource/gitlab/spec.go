@@ -185,7 +185,7 @@ func scriptPrelude(vars jobVars, projectRel, creds string) string {
 	b.WriteString(`berth_project="$berth_builds/"` + shellQuote(projectRel) + "\n")
 	writeExports(&b, vars, "berth_builds")
 	if creds != "" {
-		b.WriteString("(umask 077 && printf '%s' " + shellQuote(creds) + ` > "$berth_tmp/git-credentials.conf")` + "\n")
+		b.WriteString("(umask 077 && printf '%s' " + shellQuote(creds) + ` > "$berth_tmp/` + credentialsName + `")` + "\n")
 	}
 	b.WriteString(`touch "$berth_tmp/` + gitlabEnvFile + `"` + "\n")
 	b.WriteString(`while IFS= read -r berth_line; do case $berth_line in [A-Za-z_]*=*) export "$berth_line";; esac; done < "$berth_tmp/` + gitlabEnvFile + `"` + "\n")
