@@ -128,6 +128,9 @@ type JobSpec struct {
 	Cache        []Cache
 	Dependencies []int64
 	Steps        []Step
+	// Hooks are hooks: (pre_get_sources_script, post_get_sources_script),
+	// sent as GitLab sends them: name and script.
+	Hooks []Step
 	// Image is image:name (nil image when empty); Services are services:.
 	Image    string
 	Services []Service
@@ -848,6 +851,7 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 		"runner_info":  map[string]any{"timeout": timeout, "runner_session_url": nil},
 		"variables":    vars,
 		"steps":        steps,
+		"hooks":        j.hooksPayload(),
 		"image":        j.imagePayload(),
 		"services":     j.servicesPayload(),
 		"artifacts":    j.artifactsPayload(),
@@ -857,6 +861,14 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 		"features": map[string]any{"trace_sections": true, "failure_reasons": j.failureReasons(),
 			"token_mask_prefixes": nonNil(s.TokenMaskPrefixes)},
 	}
+}
+
+func (j *Job) hooksPayload() []map[string]any {
+	out := []map[string]any{}
+	for _, h := range j.spec.Hooks {
+		out = append(out, map[string]any{"name": h.Name, "script": nonNil(h.Script)})
+	}
+	return out
 }
 
 func predefined(key, value string) map[string]any {

@@ -124,6 +124,12 @@ type jobPayload struct {
 	} `json:"runner_info"`
 	Variables []jobVariable `json:"variables"`
 	Steps     []jobStep     `json:"steps"`
+	// Hooks are hooks: pre_get_sources_script and post_get_sources_script,
+	// which berth does not run (sources.go says so in the log).
+	Hooks []struct {
+		Name   string   `json:"name"`
+		Script []string `json:"script"`
+	} `json:"hooks"`
 	// Image, Services and Credentials are GitLab's image:, services: and
 	// the registry logins it hands the runner (see image.go).
 	Image       *jobImage       `json:"image,omitempty"`

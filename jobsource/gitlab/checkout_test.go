@@ -144,3 +144,18 @@ func TestJobTokenForTheJobsGitOnlyWhileItRuns(t *testing.T) {
 		t.Errorf("the job's git credentials outlive it: %v", err)
 	}
 }
+
+// hooks: pre_get_sources_script and post_get_sources_script are not run
+// (berth's fetch runs outside the job's image), and the log says so
+// rather than skipping them silently.
+func TestGetSourcesHooksSaidNotRun(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	id := f.AddJob(gitlabfake.JobSpec{Variables: noGit, Script: []string{"true"},
+		Hooks: []gitlabfake.Step{{Name: "pre_get_sources_script", Script: []string{"echo hook-ran"}}}})
+	res, out := runStaged(t, takeJob(t, stagedSource(t, f, nil)))
+	tr := f.Job(id).Trace()
+	if res.Failure != jobsource.FailureNone || strings.Contains(out, "hook-ran") ||
+		!strings.Contains(tr, "WARNING: hooks: pre_get_sources_script is not run by berth") {
+		t.Errorf("%+v\n%s", res, tr)
+	}
+}

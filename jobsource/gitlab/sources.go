@@ -146,6 +146,14 @@ func projectRel(p *jobPayload, o gitOptions) string {
 func (j *Job) getSources(ctx context.Context, f jobsource.Files, builds, project string) error {
 	j.sectionStart("get_sources", "Getting source from Git repository")
 	defer j.sectionEnd("get_sources")
+	for _, h := range j.p.Hooks {
+		if len(h.Script) > 0 {
+			// berth's fetch runs outside the job's image, where a job's
+			// commands must not run; said rather than silently skipped.
+			j.writeLine(fmt.Sprintf("\033[0;33mWARNING: hooks: %s is not run by berth (its fetch runs outside the job's image); "+
+				"move those commands into before_script or script\033[0;m", h.Name))
+		}
+	}
 	if j.git.strategy == "none" {
 		j.writeLine("Skipping Git repository setup (GIT_STRATEGY: none)")
 		_, _, err := f.Stream(ctx, "mkdir -p "+shellQuote(project), nil, nil)
