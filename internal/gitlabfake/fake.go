@@ -138,6 +138,8 @@ type JobSpec struct {
 	ImagePullPolicy []string
 	// ImageUser is image: docker: user (sent as executor_opts).
 	ImageUser string
+	// RepoObjectFormat is git_info.repo_object_format (sha256 repositories).
+	RepoObjectFormat string
 	// AllowGitFetch is the project's git strategy (fetch when true).
 	AllowGitFetch bool
 }
@@ -847,7 +849,7 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 			"project_id": s.ProjectID, "project_name": project},
 		"git_info": map[string]any{"repo_url": repoURL, "ref": ref, "sha": s.Sha,
 			"before_sha": strings.Repeat("0", 40), "ref_type": "branch",
-			"refspecs": nonNil(s.Refspecs), "depth": s.Depth},
+			"refspecs": nonNil(s.Refspecs), "depth": s.Depth, "repo_object_format": s.RepoObjectFormat},
 		"runner_info":  map[string]any{"timeout": timeout, "runner_session_url": nil},
 		"variables":    vars,
 		"steps":        steps,

@@ -118,6 +118,8 @@ type jobPayload struct {
 		RefType   string   `json:"ref_type"`
 		Refspecs  []string `json:"refspecs"`
 		Depth     int      `json:"depth"`
+		// RepoObjectFormat is sha1 (or empty) or sha256.
+		RepoObjectFormat string `json:"repo_object_format"`
 	} `json:"git_info"`
 	RunnerInfo struct {
 		Timeout int `json:"timeout"`

@@ -2,6 +2,7 @@ package gitlab
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,5 +158,35 @@ func TestGetSourcesHooksSaidNotRun(t *testing.T) {
 	if res.Failure != jobsource.FailureNone || strings.Contains(out, "hook-ran") ||
 		!strings.Contains(tr, "WARNING: hooks: pre_get_sources_script is not run by berth") {
 		t.Errorf("%+v\n%s", res, tr)
+	}
+}
+
+// A sha256 repository (git_info.repo_object_format) is fetched into a
+// sha256 checkout, the first time and again with GIT_STRATEGY fetch.
+func TestSHA256Repository(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Skipf("git %v: %v (no sha256 support?)\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "--object-format=sha256", "-b", "main")
+	os.WriteFile(filepath.Join(dir, "README"), []byte("sha256 repo\n"), 0o644)
+	git("add", "README")
+	git("commit", "-q", "-m", "one")
+	sha := git("rev-parse", "HEAD")
+	f := newFake(t, gitlabfake.Options{})
+	s := stagedSource(t, f, nil)
+	for range 2 {
+		id := f.AddJob(gitlabfake.JobSpec{RepoURL: "file://" + dir, Sha: sha, RepoObjectFormat: "sha256",
+			Variables: []gitlabfake.Variable{{Key: "GIT_STRATEGY", Value: "fetch"}, {Key: "GIT_CLONE_PATH", Value: "$CI_BUILDS_DIR/sha256/p"}},
+			Script:    []string{"cat README", "git rev-parse --show-object-format"}})
+		if res, out := runStaged(t, takeJob(t, s)); res.Failure != jobsource.FailureNone || !strings.Contains(out, "sha256 repo\n") || !strings.Contains(out, "\nsha256\n") {
+			t.Fatalf("%+v\n%s", res, f.Job(id).Trace())
+		}
 	}
 }

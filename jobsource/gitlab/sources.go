@@ -261,9 +261,15 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 	// every git below runs with hooks and fsmonitor off whatever config
 	// appears meanwhile.
 	line(`if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then rm -rf .git; fi`)
+	// The repository's object format (sha256 repositories), given to
+	// the re-init too: its config, which said so, is gone.
+	initCmd := gitSafe + " -c init.defaultBranch=main init -q"
+	if f := g.RepoObjectFormat; f != "" && f != "sha1" {
+		initCmd += " --object-format=" + shellQuote(f)
+	}
 	line(`if [ -d .git ]; then rm -rf .git/hooks .git/config .git/modules .git/info/attributes .git/index.lock .git/shallow.lock .git/HEAD.lock; ` +
-		gitSafe + ` -c init.defaultBranch=main init -q . && echo "Reinitialized existing Git repository in $PWD/.git/"; ` +
-		`else ` + gitSafe + ` -c init.defaultBranch=main init -q . && echo "Created fresh repository."; fi`)
+		initCmd + ` . && echo "Reinitialized existing Git repository in $PWD/.git/"; ` +
+		`else ` + initCmd + ` . && echo "Created fresh repository."; fi`)
 	line(gitSafe + " remote add origin " + shellQuote(clean))
 	if cred := credentialsFile(builds, j.tmpName); auth != "" {
 		// The job's own git reaches the project's GitLab with the job
