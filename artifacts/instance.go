@@ -3,6 +3,7 @@ package artifacts
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -107,6 +108,8 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 		err error
 	}
 	done := make(chan res, 1)
+	ww := &watchedWriter{w: w}
+	w = ww
 	go func() {
 		var r res
 		switch f {
@@ -117,7 +120,13 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 		default:
 			r.st, r.err = TarToZip(pr, w)
 		}
-		_, _ = io.Copy(io.Discard, pr)
+		if r.err != nil {
+			// w refused (a size limit, a full disk): stop the instance's
+			// tar rather than read gigabytes for nothing.
+			pr.CloseWithError(r.err)
+		} else {
+			_, _ = io.Copy(io.Discard, pr) // the tar's end-of-archive blocks
+		}
 		done <- r
 	}()
 	names := strings.Join(paths, "\x00")
@@ -128,6 +137,9 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 	code, stderr, err := sh.Stream(ctx, script, strings.NewReader(names), pw)
 	pw.Close()
 	r := <-done
+	if ww.err != nil {
+		return r.st, ww.err // the tar failed because w did
+	}
 	if err != nil {
 		return r.st, err
 	}
@@ -137,18 +149,41 @@ func Pack(ctx context.Context, sh Shell, dir string, paths []string, f Format, w
 	return r.st, r.err
 }
 
+// watchedWriter keeps the first error its writer returned, so that Pack
+// reports why it stopped rather than the broken pipe that follows.
+type watchedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
+}
+
 // Unpack extracts the zip archive in ra into dir on the instance. The
-// archive is checked as it is converted: an entry that would leave dir is
-// refused.
+// archive is checked whole first (a refused archive writes nothing), then
+// converted again as it streams to the instance: an archive of gigabytes
+// costs a second decompression, not its size in memory.
 func Unpack(ctx context.Context, sh Shell, dir string, ra io.ReaderAt, size int64) (Stats, error) {
-	// Check and convert first, so that a refused archive writes nothing.
-	var tarball bytes.Buffer
-	st, err := ZipToTar(ra, size, &tarball)
+	st, err := ZipToTar(ra, size, io.Discard)
 	if err != nil {
 		return st, err
 	}
+	pr, pw := io.Pipe()
+	converted := make(chan struct{})
+	go func() {
+		_, err := ZipToTar(ra, size, pw)
+		pw.CloseWithError(err)
+		close(converted)
+	}()
 	script := "mkdir -p " + quote(dir) + " && cd " + quote(dir) + " && exec tar -xf -"
-	code, stderr, err := sh.Stream(ctx, script, &tarball, io.Discard)
+	code, stderr, err := sh.Stream(ctx, script, pr, io.Discard)
+	pr.CloseWithError(errors.New("the instance stopped reading")) // ends the conversion if tar quit early
+	<-converted
 	if err != nil {
 		return st, err
 	}

@@ -22,7 +22,14 @@ type S3Config struct {
 	Bucket string
 	Prefix string
 	// AccessKey and SecretKey sign the requests; Region is the bucket's.
+	// Without them, credentials come from AWS's default chain
+	// (defaultChain): the environment, the shared credentials file, then
+	// the instance's (or container's) role.
 	AccessKey, SecretKey, Region string
+	// IMDSEndpoint is the instance metadata service the role's
+	// credentials come from; default http://169.254.169.254. Tests point
+	// it at a fake.
+	IMDSEndpoint string
 	// Insecure talks plain HTTP instead of HTTPS.
 	Insecure bool
 	// MaxBytes bounds the archives together (DefaultMaxBytes when 0).
@@ -49,8 +56,15 @@ func NewS3(cfg S3Config, log *slog.Logger) (*S3, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	creds := credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, "")
+	switch {
+	case cfg.AccessKey == "" && cfg.SecretKey == "":
+		creds = defaultChain(cfg.IMDSEndpoint)
+	case cfg.AccessKey == "" || cfg.SecretKey == "":
+		return nil, errors.New("cache: give both access_key and secret_key for the S3 cache, or neither to use AWS's default credentials (environment, ~/.aws/credentials, the instance's role)")
+	}
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Creds:  creds,
 		Secure: !cfg.Insecure,
 		Region: cfg.Region,
 	})
@@ -58,6 +72,23 @@ func NewS3(cfg S3Config, log *slog.Logger) (*S3, error) {
 		return nil, fmt.Errorf("cache: S3 endpoint %s: %w", cfg.Endpoint, err)
 	}
 	return &S3{c: c, cfg: cfg, log: log}, nil
+}
+
+// defaultChain is AWS's default credential chain as minio-go's providers
+// cover it, first that answers wins: AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) from the environment; the
+// shared credentials file (AWS_SHARED_CREDENTIALS_FILE or
+// ~/.aws/credentials, profile AWS_PROFILE); then the role of the instance
+// (IMDSv2, falling back to v1), an ECS task or an EKS pod (web identity),
+// renewed before it expires. It is gitlab-runner's AuthenticationType
+// "iam". Profiles that need SSO or a role to assume from ~/.aws/config are
+// not among them.
+func defaultChain(imds string) *credentials.Credentials {
+	return credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.FileAWSCredentials{},
+		&credentials.IAM{Endpoint: imds},
+	})
 }
 
 func (s *S3) object(key string) string {

@@ -187,6 +187,10 @@ type Source struct {
 	// allow_shell_jobs). Without it such a job is refused: leaving image:
 	// out would bypass allowed_images.
 	AllowShellJobs bool
+	// MaxArtifactSize caps one artifact archive of a job, in bytes (gitlab
+	// only, key max_artifact_size, a size such as "1GiB"); 0 leaves the
+	// limit to GitLab.
+	MaxArtifactSize int64
 }
 
 // String describes the source without its token, so that a Source can be

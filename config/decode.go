@@ -367,6 +367,7 @@ func (d *decoder) source(t *table) Source {
 	t.int("request_concurrency", &s.RequestConcurrency)
 	t.duration("check_interval", &s.CheckInterval)
 	d.gitlabHTTP(t, &s)
+	d.maxArtifactSize(t, &s)
 	if s.Kind == SourceQueue {
 		// These keys mean something only for GitLab; accepting them silently
 		// on a queue source would hide a missing kind = "gitlab".
@@ -382,7 +383,7 @@ func (d *decoder) source(t *table) Source {
 
 // gitlabOnlyKeys are the [source] keys a queue source refuses.
 var gitlabOnlyKeys = []string{"url", "token", "token_file", "request_concurrency", "check_interval",
-	"builds_dir", "output_limit", "ca_file", "proxy", "image", "allow_shell_jobs"}
+	"builds_dir", "output_limit", "ca_file", "proxy", "max_artifact_size", "image", "allow_shell_jobs"}
 
 // gitlabHTTP reads the keys about where GitLab jobs run and how GitLab is
 // reached: builds_dir, output_limit (in kilobytes, as gitlab-runner's),

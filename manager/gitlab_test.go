@@ -152,22 +152,3 @@ idle_count = 2
 	}
 	t.Logf("50 jobs: %d job requests, %d bookings, max %d polls at once", requests, counts.Granted, fake.MaxConcurrentPolls())
 }
-
-func TestGitLabBadTokenStopsStartup(t *testing.T) {
-	fake := gitlabfake.New(gitlabfake.Options{Token: "glrt-good"})
-	defer fake.Close()
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`state_dir = %q
-[[source]]
-kind = "gitlab"
-url = %q
-token = "glrt-wrong"
-`, dir, fake.URL())), "berth.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
-	if err == nil || !strings.Contains(err.Error(), "token") {
-		t.Fatalf("start with a bad token: %v, want a clear token error", err)
-	}
-}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -24,28 +25,61 @@ const gitlabJobsKept = 1000
 // gitlabJobPrefix starts the API ID of a GitLab job.
 const gitlabJobPrefix = "gitlab-"
 
+// gitlabLogKept is how much of a finished GitLab job's log berth keeps
+// (its end, where a failure shows): with gitlabJobsKept jobs, at most
+// 32 MiB. GitLab keeps the whole log.
+const gitlabLogKept = 32 << 10
+
+// gitlabScriptKept bounds the script shown for a GitLab job.
+const gitlabScriptKept = 4 << 10
+
 // gitlabJobs is the manager's record of the GitLab jobs it took. The zero
 // value is ready to use.
 type gitlabJobs struct {
 	mu   sync.Mutex
-	list []*api.Job // oldest first
+	list []*gitlabRecord // oldest first
+}
+
+// gitlabRecord is one GitLab job as berth saw it.
+type gitlabRecord struct {
+	job api.Job
+	// live reads the log while the job runs; nil once it ended, when
+	// tail holds the log's last gitlabLogKept bytes.
+	live    gitlabLog
+	tail    []byte
+	dropped int    // bytes of the log before tail
+	webURL  string // the job's page in GitLab
+}
+
+// gitlabLog is what a GitLab job offers of itself to `berth jobs` and
+// `berth logs` (gitlab.Job).
+type gitlabLog interface {
+	UserScript() (script, afterScript string)
+	LogSince(offset int) ([]byte, bool)
+	WebURL() string
 }
 
 // track wraps a job taken from a GitLab source so that its life is recorded.
 func (g *gitlabJobs) track(job jobsource.Job, now time.Time) jobsource.Job {
 	spec := job.Spec()
-	j := &api.Job{ID: gitlabJobPrefix + job.ID(), Source: "gitlab", ExternalID: job.ID(),
-		State: api.JobQueued, Script: cut(spec.Script, 200), CreatedAt: now.UTC()}
+	r := &gitlabRecord{job: api.Job{ID: gitlabJobPrefix + job.ID(), Source: "gitlab", ExternalID: job.ID(),
+		State: api.JobQueued, Script: cut(spec.Script, 200), CreatedAt: now.UTC()}}
+	if gl, ok := job.(gitlabLog); ok {
+		// The job's own script, not the wrapper that runs it on the instance.
+		script, after := gl.UserScript()
+		r.job.Script, r.job.AfterScript = cut(script, gitlabScriptKept), cut(after, gitlabScriptKept)
+		r.live, r.webURL = gl, gl.WebURL()
+	}
 	if spec.Timeout > 0 {
-		j.Timeout = spec.Timeout.String()
+		r.job.Timeout = spec.Timeout.String()
 	}
 	g.mu.Lock()
-	g.list = append(g.list, j)
+	g.list = append(g.list, r)
 	if len(g.list) > gitlabJobsKept {
 		g.list = append(g.list[:0], g.list[len(g.list)-gitlabJobsKept:]...)
 	}
 	g.mu.Unlock()
-	return &trackedJob{Job: job, g: g, rec: j}
+	return &trackedJob{Job: job, g: g, rec: r}
 }
 
 func cut(s string, n int) string {
@@ -60,9 +94,9 @@ func (g *gitlabJobs) jobs(state api.JobState) []api.Job {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []api.Job
-	for _, j := range g.list {
-		if state == "" || j.State == state {
-			out = append(out, *j)
+	for _, r := range g.list {
+		if state == "" || r.job.State == state {
+			out = append(out, r.job)
 		}
 	}
 	return out
@@ -70,63 +104,100 @@ func (g *gitlabJobs) jobs(state api.JobState) []api.Job {
 
 // get returns the recorded job with API ID id.
 func (g *gitlabJobs) get(id string) (api.Job, bool) {
+	r := g.record(id)
+	if r == nil {
+		return api.Job{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return r.job, true
+}
+
+// record returns the record of the job with API ID id, or nil.
+func (g *gitlabJobs) record(id string) *gitlabRecord {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i := len(g.list) - 1; i >= 0; i-- {
-		if g.list[i].ID == id {
-			return *g.list[i], true
+		if g.list[i].job.ID == id {
+			return g.list[i]
 		}
 	}
-	return api.Job{}, false
+	return nil
+}
+
+// logSince returns r's log from offset on, whether it is complete, and
+// where the log berth holds starts: a finished job keeps only its tail,
+// so an offset before start reads from start.
+func (g *gitlabJobs) logSince(r *gitlabRecord, offset int) (b []byte, done bool, start int) {
+	g.mu.Lock()
+	live, tail, dropped, state := r.live, r.tail, r.dropped, r.job.State
+	g.mu.Unlock()
+	if live != nil {
+		b, closed := live.LogSince(offset)
+		return b, closed && state.Done(), 0
+	}
+	from := max(offset, dropped)
+	return tail[min(from-dropped, len(tail)):], true, dropped
 }
 
 // trackedJob records Started and Finish of a GitLab job.
 type trackedJob struct {
 	jobsource.Job
 	g   *gitlabJobs
-	rec *api.Job
+	rec *gitlabRecord
 }
 
 // CreatedAt is when berth took the job, for the queue-wait metric.
 func (t *trackedJob) CreatedAt() time.Time {
 	t.g.mu.Lock()
 	defer t.g.mu.Unlock()
-	return t.rec.CreatedAt
+	return t.rec.job.CreatedAt
 }
 
 // Started records the instance and start time.
 func (t *trackedJob) Started(instance string) {
 	now := time.Now().UTC()
 	t.g.mu.Lock()
-	t.rec.State, t.rec.Instance, t.rec.StartedAt = api.JobRunning, instance, &now
+	t.rec.job.State, t.rec.job.Instance, t.rec.job.StartedAt = api.JobRunning, instance, &now
 	t.g.mu.Unlock()
 	t.Job.Started(instance)
 }
 
-// Finish records the result, then reports it to GitLab.
+// Finish records the result, reports it to GitLab, then keeps the log's
+// tail (the log is complete once GitLab has the result).
 func (t *trackedJob) Finish(ctx context.Context, r jobsource.Result) error {
 	now := time.Now().UTC()
 	t.g.mu.Lock()
-	t.rec.FinishedAt = &now
+	rec := &t.rec.job
+	rec.FinishedAt = &now
 	if r.Instance != "" {
-		t.rec.Instance = r.Instance
+		rec.Instance = r.Instance
 	}
 	switch r.Failure {
 	case "":
-		t.rec.State = api.JobSuccess
+		rec.State = api.JobSuccess
 	case jobsource.FailureCanceled:
-		t.rec.State = api.JobCanceled
+		rec.State = api.JobCanceled
 	default:
-		t.rec.State = api.JobFailed
+		rec.State = api.JobFailed
 	}
-	t.rec.Failure, t.rec.Reason = string(r.Failure), r.Message
+	rec.Failure, rec.Reason = string(r.Failure), r.Message
 	if r.ExitCode >= 0 && r.Failure != jobsource.FailureSystem && r.Failure != jobsource.FailureTimeout && r.Failure != jobsource.FailureCanceled {
 		code := r.ExitCode
-		t.rec.ExitCode = &code
+		rec.ExitCode = &code
 	}
-	t.rec.EnvKey = r.EnvKey
+	rec.EnvKey = r.EnvKey
+	live := t.rec.live
 	t.g.mu.Unlock()
-	return t.Job.Finish(ctx, r)
+	err := t.Job.Finish(ctx, r)
+	if live != nil {
+		b, _ := live.LogSince(0)
+		tail := bytes.Clone(b[max(0, len(b)-gitlabLogKept):])
+		t.g.mu.Lock()
+		t.rec.live, t.rec.tail, t.rec.dropped = nil, tail, len(b)-len(tail)
+		t.g.mu.Unlock()
+	}
+	return err
 }
 
 // withGitLabJobs serves GET /api/v1/jobs with the GitLab jobs merged into
@@ -140,6 +211,9 @@ func (m *Manager) withGitLabJobs(next http.Handler) http.Handler {
 		case r.Method == http.MethodGet && r.URL.Path == "/api/v1/jobs" && p.Admin:
 			m.serveJobList(w, r)
 		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/jobs/"+gitlabJobPrefix) &&
+			strings.HasSuffix(r.URL.Path, "/log") && strings.Count(strings.TrimPrefix(r.URL.Path, "/api/v1/jobs/"), "/") == 1:
+			m.serveGitLabLog(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/jobs/"), "/log"))
+		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/jobs/"+gitlabJobPrefix) &&
 			!strings.Contains(strings.TrimPrefix(r.URL.Path, "/api/v1/jobs/"), "/"):
 			id := strings.TrimPrefix(r.URL.Path, "/api/v1/jobs/")
 			j, ok := m.glJobs.get(id)
@@ -152,6 +226,63 @@ func (m *Manager) withGitLabJobs(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// gitlabLogPoll is how often a followed GitLab job's log is looked at.
+const gitlabLogPoll = 250 * time.Millisecond
+
+// serveGitLabLog is GET /api/v1/jobs/gitlab-N/log[?follow=1]: the log as
+// GitLab receives it (masked), whole while the job runs, its last
+// gitlabLogKept bytes once it ended; GitLab keeps the whole log.
+func (m *Manager) serveGitLabLog(w http.ResponseWriter, r *http.Request, id string) {
+	rec := m.glJobs.record(id)
+	if rec == nil || !api.PrincipalFrom(r.Context()).Admin {
+		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no GitLab job %s among the last %d berth took; GitLab keeps every job's log", id, gitlabJobsKept))
+		return
+	}
+	follow := false
+	switch v := r.URL.Query().Get("follow"); v {
+	case "", "0", "false":
+	case "1", "true":
+		follow = true
+	default:
+		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("follow=%q: use follow=1 to stream or leave it out", v))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	rc := http.NewResponseController(w)
+	if follow {
+		_ = rc.SetWriteDeadline(time.Time{}) // a job may run for hours
+	}
+	offset := 0
+	for {
+		b, done, start := m.glJobs.logSince(rec, offset)
+		if offset < start {
+			where := "in GitLab"
+			if rec.webURL != "" {
+				where = "at " + rec.webURL
+			}
+			fmt.Fprintf(w, "[berth keeps the last %d KiB of a finished GitLab job's log; %d bytes before them are %s]\n", gitlabLogKept>>10, start-offset, where)
+			offset = start
+		}
+		if _, err := w.Write(b); err != nil {
+			return
+		}
+		offset += len(b)
+		if !follow || done {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(gitlabLogPoll):
+		}
+	}
 }
 
 // serveJobList is GET /api/v1/jobs for the admin: the queue's jobs and the

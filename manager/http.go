@@ -136,6 +136,13 @@ func (m *Manager) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if p := m.fds.problem(); p != "" {
 		h.Problems = append(h.Problems, p)
 	}
+	if leads {
+		for _, s := range m.sources {
+			if r, ok := s.src.(readySource); ok && r.Problem() != "" {
+				h.Problems = append(h.Problems, r.Problem())
+			}
+		}
+	}
 	if leads && m.plugin != nil {
 		// A restarting plugin degrades berth but is no reason to restart
 		// berth (berth restarts the plugin itself), so the answer stays 200.

@@ -397,7 +397,7 @@ func (m *Manager) openSources(ctx context.Context) ([]source, error) {
 	return srcs, nil
 }
 
-// openGitLab makes a GitLab source and checks its token. A stable system
+// openGitLab makes a GitLab source. A stable system
 // id (the state's) keeps GitLab from listing a new runner manager after
 // each restart, and from listing one per manager under [ha].
 func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Source, error) {
@@ -415,18 +415,31 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 			return nil, fmt.Errorf("ca_file: %w", err)
 		}
 	}
-	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: s.Token, RequestConcurrency: s.RequestConcurrency,
+	// Artifact archives are staged on the state dir's disk, which the
+	// operator sized for berth, not in /tmp (often a small tmpfs).
+	tmp := filepath.Join(m.cfg.StateDir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("a directory for artifact archives: %w", err)
+	}
+	token, tokenFile := s.Token, s.TokenFile
+	if tokenFile != "" {
+		token = "" // read again by the source, which saves a rotated token there
+	}
+	g, err := gitlab.New(gitlab.Config{URL: s.URL, Token: token, TokenFile: tokenFile, RequestConcurrency: s.RequestConcurrency,
 		CheckInterval: s.CheckInterval, SystemID: "s_" + m.store.ID(), Version: m.opts.Version,
 		BuildsDir: s.BuildsDir, OutputLimit: s.OutputLimit, HTTPClient: hc, Cache: cs,
+		TempDir: tmp, MaxArtifactSize: s.MaxArtifactSize,
+		OnTokenRotation: func(result string) {
+			m.metrics.GitLabTokenRotations.WithLabelValues(s.URL, result).Inc()
+		},
 		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images),
 		Ledger:              m.gitlabLedger(s), CAChain: string(caChain),
 		DefaultImage: s.Image, RefuseShellJobs: len(m.cfg.Images.AllowedImages) > 0 && !s.AllowShellJobs}, m.log)
 	if err != nil {
 		return nil, err
 	}
-	if err := g.Verify(ctx); err != nil {
-		return nil, err
-	}
+	// The token is verified by sourceLoops, in the background: a GitLab
+	// that is down must not keep berth from watching its fleet.
 	return g, nil
 }
 
@@ -538,11 +551,8 @@ func (m *Manager) lead(ctx context.Context, t *ha.Term) {
 	jobCtx := withLeadership(m.jobCtx, l)
 	var loops sync.WaitGroup
 	for _, s := range m.sources {
-		// One loop per allowed request in flight: each holds one booking.
-		for range s.concurrency {
-			loops.Add(1)
-			go func() { defer loops.Done(); m.jobLoop(loopCtx, jobCtx, s.src) }()
-		}
+		loops.Add(1)
+		go func() { defer loops.Done(); m.sourceLoops(loopCtx, jobCtx, s) }()
 	}
 
 	select {
@@ -679,6 +689,38 @@ func newKey(prefix string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// readySource is a source that must be ready (a GitLab source: its token
+// verified) before it is polled; Problem says why it is not, for /healthz.
+type readySource interface {
+	Ready(ctx context.Context) error
+	Problem() string
+}
+
+// sourceLoops runs s's job loops, one per allowed request in flight (each
+// holds one booking), once s is ready. A source that can never be ready
+// (GitLab refused its token) stops alone: the fleet and other sources go
+// on, and /healthz names it.
+func (m *Manager) sourceLoops(ctx, jobCtx context.Context, s source) {
+	var loops sync.WaitGroup
+	if r, ok := s.src.(readySource); ok {
+		if err := r.Ready(ctx); err != nil {
+			if ctx.Err() == nil {
+				m.log.Error("job source stopped: it takes no jobs until berth restarts", "source", s.src.Name(), "err", err)
+			}
+			return
+		}
+	}
+	if g, ok := s.src.(*gitlab.Source); ok {
+		loops.Add(1)
+		go func() { defer loops.Done(); g.KeepTokenFresh(ctx) }()
+	}
+	for range s.concurrency {
+		loops.Add(1)
+		go func() { defer loops.Done(); m.jobLoop(ctx, jobCtx, s.src) }()
+	}
+	loops.Wait()
 }
 
 // jobLoop books a slot, then asks src for a job. A job is never taken

@@ -50,6 +50,9 @@ type Metrics struct {
 	Leader prometheus.Gauge
 	// LeaderChanges counts the terms this manager won (docs/ha.md).
 	LeaderChanges prometheus.Counter
+	// GitLabTokenRotations counts runner token rotations, by GitLab URL
+	// and result (ok, failed, unsaved).
+	GitLabTokenRotations *prometheus.CounterVec
 
 	cost *instanceSeconds
 }
@@ -90,10 +93,13 @@ func New(counts func() scaler.Counts) *Metrics {
 	m.LeaderChanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "berth_leadership_changes_total", Help: "Terms this manager won as leader of the fleet ([ha]).",
 	})
+	m.GitLabTokenRotations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "berth_gitlab_token_rotations_total", Help: "Runner token rotations before token_expires_at, by GitLab URL and result: ok, failed (GitLab did not reset it; retried), unsaved (reset, token_file not written; retried).",
+	}, []string{"gitlab", "result"})
 	m.cost = newInstanceSeconds()
 	m.preinitialise()
 	m.reg.MustRegister(m.ScaleOps, m.Deletions, m.QueueWait, m.TimeToReady, m.Jobs, m.ProviderRestarts,
-		m.ProviderCalls, m.ProviderErrors, m.QueuedJobs, m.Leader, m.LeaderChanges, m.cost.vec, newBuildInfo(buildinfo.Read()),
+		m.ProviderCalls, m.ProviderErrors, m.QueuedJobs, m.Leader, m.LeaderChanges, m.GitLabTokenRotations, m.cost.vec, newBuildInfo(buildinfo.Read()),
 		&fleetCollector{counts: counts},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -7,8 +7,29 @@
 #
 #   packaging/release.sh v1.2.3            # → dist/berth_v1.2.3_linux_{amd64,arm64}.tar.gz, dist/SHA256SUMS
 #   ARCHS=amd64 packaging/release.sh v1.2.3
+#   packaging/release.sh --docs-only DIR   # only the pages and what they link to (a test checks the links)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# ship_docs copies the README, the licence and docs/ into $1, with every file
+# or directory of the repository those pages link to (examples, the example
+# plugin, bench results) at the same path: a shipped page's link never goes
+# nowhere.
+ship_docs() {
+  cp LICENSE README.md "$1/"
+  cp -r docs "$1/docs"
+  local p
+  for p in $( (grep -ohE '\]\(\.\./[^)# ]+' docs/*.md | sed 's/^](\.\.\///'
+              grep -ohE '\]\([^)#: ]+' README.md | sed 's/^](//' | grep -v '^docs/') | sed 's|/$||' | sort -u); do
+    [ -e "$1/$p" ] || cp -r --parents "$p" "$1/"
+  done
+}
+if [ "${1:-}" = --docs-only ]; then
+  mkdir -p "${2:?usage: packaging/release.sh --docs-only DIR}"
+  ship_docs "$2"
+  exit 0
+fi
+
 version=${1:?usage: packaging/release.sh VERSION (e.g. v1.2.3)}
 archs=${ARCHS:-amd64 arm64}
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -30,9 +51,9 @@ for arch in $archs; do
     # Static (no cgo) so one tarball runs on any distribution.
     CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/$cmd" "./cmd/$cmd"
   done
-  cp LICENSE README.md packaging/berth.service packaging/berth.toml packaging/install.sh "$out/"
+  cp packaging/berth.service packaging/berth.toml packaging/install.sh "$out/"
   # The README is a front page; its links lead into docs/.
-  cp -r docs "$out/docs"
+  ship_docs "$out"
   # Reproducible archives: fixed owner, order and times.
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" -C dist -czf "dist/$name.tar.gz" "$name"
   rm -rf "$out"

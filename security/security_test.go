@@ -55,6 +55,13 @@ const secret = "s3cr3t-do-not-leak"
 
 func newFixture(t *testing.T, config string) *fixture {
 	t.Helper()
+	return newFixtureHiding(t, config)
+}
+
+// newFixtureHiding is newFixture with more private paths than berth's
+// state dir, config file and token file.
+func newFixtureHiding(t *testing.T, config string, private ...string) *fixture {
+	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), attackBin: attackBinary(t)}
 	root := t.TempDir()
 	f.stateDir = filepath.Join(root, "state")
@@ -69,7 +76,7 @@ func newFixture(t *testing.T, config string) *fixture {
 	must(t, os.WriteFile(f.tokenFile, []byte(secret), 0o600))
 
 	f.p = local.New()
-	s := provider.Settings{StateDir: f.providerDir, Private: []string{f.stateDir, f.configFile, f.tokenFile}}
+	s := provider.Settings{StateDir: f.providerDir, Private: append([]string{f.stateDir, f.configFile, f.tokenFile}, private...)}
 	if config != "" {
 		s.Config = []byte(config)
 	}
@@ -373,13 +380,15 @@ func TestHostNetworkReachesLoopback(t *testing.T) {
 }
 
 // TestRefusesVisiblePrivatePath checks that Init refuses host paths that
-// would show berth's files to jobs, naming the path and the key.
+// would show berth's files to jobs where it cannot hide them, naming the
+// path and the key.
 func TestRefusesVisiblePrivatePath(t *testing.T) {
-	for _, c := range []struct{ private, config string }{
-		{"/etc/berth/token", ""},
-		{"/opt/berth/state", ""},
-		{"/srv/berth/config.toml", `{"host_paths": ["/usr", "/srv"]}`},
-		{"/usr", `{"host_paths": ["/usr/share"]}`},
+	for _, c := range []struct{ private, config, why string }{
+		{"/etc/berth-absent-dir/token", "", "its directory does not exist yet"},
+		{"/opt/berth-absent-dir/state", "", "its directory does not exist yet"},
+		{"/etc/hostname", "", "a file directly in a host path"},
+		{"/srv/berth-absent-dir/config.toml", `{"host_paths": ["/usr", "/srv"]}`, "its directory does not exist yet"},
+		{"/usr", `{"host_paths": ["/usr/share"]}`, "a host path inside it"},
 	} {
 		p := local.New()
 		s := provider.Settings{StateDir: t.TempDir(), Private: []string{c.private}, Config: []byte(c.config)}
@@ -388,11 +397,52 @@ func TestRefusesVisiblePrivatePath(t *testing.T) {
 		}
 		_, err := p.Init(context.Background(), s)
 		if !errors.Is(err, local.ErrPrivateVisible) {
-			t.Errorf("private %s with config %s: Init returned %v, want ErrPrivateVisible", c.private, c.config, err)
+			t.Errorf("private %s with config %s (%s): Init returned %v, want ErrPrivateVisible", c.private, c.config, c.why, err)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.private) || !strings.Contains(err.Error(), "host_paths") {
 			t.Errorf("error does not name the path and the key: %v", err)
 		}
+	}
+}
+
+// TestHidesPrivateDirInHostPath is the packaged service's layout: the
+// config in a directory of its own inside a host path (/etc/berth under
+// /etc). Jobs see the host path, not that directory, and cannot uncover
+// it: not by unmounting the cover, not by binding the host path again.
+func TestHidesPrivateDirInHostPath(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "berth-hide-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	must(t, os.Chmod(base, 0o755))
+	must(t, os.WriteFile(filepath.Join(base, "public.txt"), []byte("public\n"), 0o644))
+	must(t, os.Mkdir(filepath.Join(base, "berth"), 0o755))
+	conf := filepath.Join(base, "berth", "berth.toml")
+	must(t, os.WriteFile(conf, []byte(secret), 0o644))
+	// Both ways a host path is shown: an overlay (network isolated) and a
+	// bind mount (network host).
+	for _, network := range []string{"isolated", "host"} {
+		cfg := fmt.Sprintf(`{"network": %q, "host_paths": ["/usr", "/bin", "/sbin", "/lib", "/lib64", %q]}`, network, base)
+		hidesPrivateDir(t, newFixtureHiding(t, cfg, conf), base, conf)
+	}
+}
+
+// hidesPrivateDir checks that jobs of f see base but not base/berth.
+func hidesPrivateDir(t *testing.T, f *fixture, base, conf string) {
+	code, out := f.job(f.a, fmt.Sprintf(`cat %[1]s/public.txt
+ls -A %[1]s/berth | wc -l
+cat %[1]s/berth/berth.toml 2>/dev/null || echo hidden
+umount %[1]s/berth 2>/dev/null; umount -l %[1]s/berth 2>/dev/null
+cat %[1]s/berth/berth.toml 2>/dev/null || echo still hidden
+touch %[1]s/berth/x 2>/dev/null || echo read-only`, base))
+	if code != 0 || strings.Contains(out, secret) || out != "public\n0\nhidden\nstill hidden\nread-only\n" {
+		t.Fatalf("a job saw inside the hidden directory %s/berth: exit %d\n%s", base, code, out)
+	}
+	// The same after the operator rewrites the file the usual way
+	// (a new file renamed over the old): the cover is on the directory.
+	must(t, os.WriteFile(conf+".new", []byte(secret), 0o644))
+	must(t, os.Rename(conf+".new", conf))
+	if code, out := f.job(f.a, "cat "+conf+" 2>/dev/null || echo hidden"); code != 0 || out != "hidden\n" {
+		t.Fatalf("after the config was replaced, a job read it: exit %d %q", code, out)
 	}
 }

@@ -2,14 +2,15 @@ package doclinks
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestRepositoryLinks checks every link of the README and of docs/*.md.
-func TestRepositoryLinks(t *testing.T) {
-	root := "../.."
+// pagesOf lists the README and docs/*.md below root.
+func pagesOf(t *testing.T, root string) []string {
+	t.Helper()
 	pages := []string{"README.md"}
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
@@ -19,8 +20,31 @@ func TestRepositoryLinks(t *testing.T) {
 		pages = append(pages, filepath.ToSlash(strings.TrimPrefix(d, root+"/")))
 	}
 	if len(pages) < 10 {
-		t.Fatalf("found only %v: is the test run from internal/doclinks?", pages)
+		t.Fatalf("found only %v in %s: is the test run from internal/doclinks?", pages, root)
 	}
+	return pages
+}
+
+// TestReleaseTarballLinks checks the pages as the release tarball ships
+// them (packaging/release.sh): every link resolves inside the tarball too.
+func TestReleaseTarballLinks(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("bash", "../../packaging/release.sh", "--docs-only", dir).CombinedOutput(); err != nil {
+		t.Fatalf("release.sh --docs-only: %v\n%s", err, out)
+	}
+	problems, err := Check(dir, pagesOf(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("in the release tarball: %s", p)
+	}
+}
+
+// TestRepositoryLinks checks every link of the README and of docs/*.md.
+func TestRepositoryLinks(t *testing.T) {
+	root := "../.."
+	pages := pagesOf(t, root)
 	problems, err := Check(root, pages)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,9 @@
 package gitlabfake
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"mime/multipart"
@@ -60,7 +63,11 @@ type Step struct {
 // Uploaded is an artifact a runner uploaded.
 type Uploaded struct {
 	Type, Format, ExpireIn, Filename string
-	Data                             []byte
+	// Data is the archive; nil under Options.DigestArtifacts when over 16 MiB.
+	Data []byte
+	// Size and SHA256 describe the archive as received.
+	Size   int64
+	SHA256 string
 }
 
 // Artifacts returns what the runner uploaded for the job, in order.
@@ -211,14 +218,22 @@ func (f *Fake) readFilePart(p *multipart.Part, up Uploaded) (int, Uploaded) {
 	if limit <= 0 {
 		limit = 100 << 20 // GitLab's default maximum artifacts size
 	}
-	data, err := io.ReadAll(io.LimitReader(p, limit+1))
+	h := sha256.New()
+	keep := &capped{max: -1}
+	if f.opts.DigestArtifacts {
+		keep.max = digestKeeps
+	}
+	n, err := io.Copy(io.MultiWriter(h, keep), io.LimitReader(p, limit+1))
 	if err != nil {
 		return http.StatusBadRequest, up
 	}
-	if int64(len(data)) > limit {
+	if n > limit {
 		return http.StatusRequestEntityTooLarge, up
 	}
-	up.Data = data
+	if !keep.over {
+		up.Data = keep.b.Bytes()
+	}
+	up.Size, up.SHA256 = n, hex.EncodeToString(h.Sum(nil))
 	return http.StatusCreated, up
 }
 
@@ -264,4 +279,25 @@ func joinIDs(ids []int64) string {
 		s[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(s, ",")
+}
+
+// digestKeeps is the largest upload DigestArtifacts still keeps whole (a
+// zipped archive of zeros, say), so that a dependent job can download it.
+const digestKeeps = 16 << 20
+
+// capped keeps what is written up to max bytes (negative: no bound); past
+// it, it keeps nothing and says so.
+type capped struct {
+	b    bytes.Buffer
+	max  int64
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.over || c.max >= 0 && int64(c.b.Len()+len(p)) > c.max {
+		c.over = true
+		c.b = bytes.Buffer{}
+		return len(p), nil
+	}
+	return c.b.Write(p)
 }

@@ -83,6 +83,12 @@ type Options struct {
 	// MaxArtifactSize bounds an artifact upload (413 beyond); default
 	// 100 MiB, GitLab's default.
 	MaxArtifactSize int64
+	// DigestArtifacts keeps only the size and SHA-256 of uploads over
+	// 16 MiB, not their bytes: for tests that upload gigabytes.
+	DigestArtifacts bool
+	// TokenExpiresIn makes runner tokens expire that long after they are
+	// verified or reset (token_expires_at); 0 for tokens that never do.
+	TokenExpiresIn time.Duration
 	// IgnoreRunnerFeatures hands out every job whatever the runner
 	// advertises, as an older GitLab would (features.go).
 	IgnoreRunnerFeatures bool
@@ -187,6 +193,10 @@ type Fake struct {
 	artifactFails []int
 	// git holds the repositories served over HTTP (git.go).
 	git gitRepos
+	// token is the runner token accepted now; rotations is how often it
+	// was reset (token.go).
+	token     string
+	rotations int
 }
 
 // New starts a fake GitLab; Close it when done.
@@ -205,12 +215,14 @@ func New(opts Options) *Fake {
 	}
 	f := &Fake{
 		opts:    opts,
+		token:   opts.Token,
 		jobs:    map[int64]*Job{},
 		nextID:  1000,
 		changed: make(chan struct{}),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v4/runners/verify", f.handleVerify)
+	mux.HandleFunc("POST /api/v4/runners/reset_authentication_token", f.handleResetToken)
 	mux.HandleFunc("POST /api/v4/jobs/request", f.handleRequest)
 	mux.HandleFunc("PATCH /api/v4/jobs/{id}/trace", f.handleTrace)
 	mux.HandleFunc("PUT /api/v4/jobs/{id}", f.handleUpdate)
@@ -224,8 +236,12 @@ func New(opts Options) *Fake {
 // URL is the fake's base URL, to use as the GitLab URL.
 func (f *Fake) URL() string { return f.srv.URL }
 
-// Token is the runner token the fake accepts.
-func (f *Fake) Token() string { return f.opts.Token }
+// Token is the runner token the fake accepts now.
+func (f *Fake) Token() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.token
+}
 
 // Close stops the server; long-polls in flight end.
 func (f *Fake) Close() {
@@ -370,7 +386,7 @@ func (f *Fake) handleVerify(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if err := json.Unmarshal(body, &b); err != nil {
 		status = http.StatusBadRequest
-	} else if b.Token != f.opts.Token {
+	} else if b.Token != f.Token() {
 		status = http.StatusForbidden
 	}
 	f.record(EndpointVerify, r, 0, status, body)
@@ -378,7 +394,7 @@ func (f *Fake) handleVerify(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"message":"403 Forbidden"}`, status)
 		return
 	}
-	writeJSON(w, status, map[string]any{"id": 1, "token": b.Token, "token_expires_at": nil})
+	writeJSON(w, status, map[string]any{"id": 1, "token": b.Token, "token_expires_at": f.expiresAt()})
 }
 
 // MaxConcurrentPolls is the largest number of POST /jobs/request calls
@@ -414,7 +430,7 @@ func (f *Fake) handleRequest(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad json", http.StatusBadRequest)
 		return
 	}
-	if b.Token != f.opts.Token {
+	if b.Token != f.Token() {
 		f.record(EndpointRequest, r, 0, http.StatusForbidden, body)
 		http.Error(w, `{"message":"403 Forbidden"}`, http.StatusForbidden)
 		return

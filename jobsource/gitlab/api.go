@@ -184,12 +184,20 @@ type client struct {
 const maxResponseBody = 32 << 20
 
 func (c *client) do(ctx context.Context, method, path string, header http.Header, contentType string, body []byte) (*response, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	return c.send(ctx, c.timeout, method, path, header, contentType, bytes.NewReader(body), int64(len(body)))
+}
+
+// send is do with the body read from r (size bytes, sent as the
+// Content-Length) and its own timeout: an artifact upload streams from a
+// file and may take far longer than one API call.
+func (c *client) send(ctx context.Context, timeout time.Duration, method, path string, header http.Header, contentType string, r io.Reader, size int64) (*response, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.base+"/api/v4/"+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, c.base+"/api/v4/"+path, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
+	req.ContentLength = size
 	for k, v := range header {
 		req.Header[k] = v
 	}

@@ -3,6 +3,7 @@ package gitlab
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -62,13 +64,24 @@ type jobDependency struct {
 // gitlab-runner's default (one try and two retries).
 const artifactAttempts = 3
 
+// artifactTimeout bounds one upload or download: an archive of gigabytes
+// takes far longer than an API call.
+const artifactTimeout = time.Hour
+
 // errNoRetry marks an artifact error that retrying cannot fix.
 var errNoRetry = errors.New("not retried")
 
-// uploadArtifact sends one archive, retrying network errors and 5xx with
-// doubling pauses. 413 (too large) and 403 (refused) are not retried: GitLab
-// Runner gives up on them at once too.
-func (j *Job) uploadArtifact(ctx context.Context, a jobArtifact, filename string, archive []byte) error {
+// errArtifactTooLarge marks an archive refused for its size, by berth's
+// max_artifact_size or by GitLab (413). The job made more than it may
+// keep: running it again makes the same archive, so the job fails as
+// script_failure, as in GitLab Runner (ErrTooLarge), not as a runner
+// failure that retry: when: runner_system_failure would repeat.
+var errArtifactTooLarge = errors.New("artifact too large")
+
+// uploadArtifact sends one archive (size bytes of archive), retrying
+// network errors and 5xx with doubling pauses. 413 (too large) and 403
+// (refused) are not retried: GitLab Runner gives up on them at once too.
+func (j *Job) uploadArtifact(ctx context.Context, a jobArtifact, filename string, archive io.ReaderAt, size int64) error {
 	q := url.Values{}
 	q.Set("artifact_format", a.Format)
 	q.Set("artifact_type", a.Type)
@@ -85,7 +98,7 @@ func (j *Job) uploadArtifact(ctx context.Context, a jobArtifact, filename string
 			}
 			delay *= 2
 		}
-		err = j.postArtifact(ctx, q, filename, archive)
+		err = j.postArtifact(ctx, q, filename, io.NewSectionReader(archive, 0, size), size)
 		if err == nil || errors.Is(err, errNoRetry) || ctx.Err() != nil {
 			return err
 		}
@@ -93,20 +106,23 @@ func (j *Job) uploadArtifact(ctx context.Context, a jobArtifact, filename string
 	return err
 }
 
-func (j *Job) postArtifact(ctx context.Context, q url.Values, filename string, archive []byte) error {
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	fw, err := mw.CreateFormFile("file", filename)
-	if err != nil {
+// postArtifact sends the archive as the multipart part "file", streamed
+// from the archive's file: only the part's header and the closing
+// boundary are held in memory, so the body's length is known up front.
+func (j *Job) postArtifact(ctx context.Context, q url.Values, filename string, archive io.Reader, size int64) error {
+	var head bytes.Buffer
+	mw := multipart.NewWriter(&head)
+	if _, err := mw.CreateFormFile("file", filename); err != nil {
 		return err
 	}
-	if _, err := fw.Write(archive); err != nil {
-		return err
-	}
+	prefix := bytes.Clone(head.Bytes())
+	head.Reset()
 	if err := mw.Close(); err != nil {
 		return err
 	}
-	resp, err := j.src.client.do(ctx, http.MethodPost, j.path+"/artifacts?"+q.Encode(), j.header, mw.FormDataContentType(), body.Bytes())
+	body := io.MultiReader(bytes.NewReader(prefix), archive, &head)
+	length := int64(len(prefix)) + size + int64(head.Len())
+	resp, err := j.src.client.send(ctx, artifactTimeout, http.MethodPost, j.path+"/artifacts?"+q.Encode(), j.header, mw.FormDataContentType(), body, length)
 	if err != nil {
 		return err
 	}
@@ -114,12 +130,44 @@ func (j *Job) postArtifact(ctx context.Context, q url.Values, filename string, a
 	case http.StatusCreated, http.StatusOK:
 		return nil
 	case http.StatusRequestEntityTooLarge:
-		return fmt.Errorf("%w: 413 Request Entity Too Large: the archive (%d bytes) is larger than GitLab's maximum artifacts size; raise it in GitLab (Admin > Settings > CI/CD) or upload fewer paths", errNoRetry, len(archive))
+		return fmt.Errorf("%w: %w: 413 Request Entity Too Large: the archive (%s) is larger than GitLab's maximum artifacts size for this project%s; "+
+			"keep fewer or smaller paths in artifacts:, or ask a GitLab admin to raise the limit (Admin > Settings > CI/CD > Maximum artifacts size, "+
+			"or the project's or group's setting)", errNoRetry, errArtifactTooLarge, humanSize(size), gitlabMessage(resp.body))
 	case http.StatusForbidden, http.StatusUnauthorized:
 		return fmt.Errorf("%w: %d Forbidden: GitLab refused the job token (the job is no longer running, or was canceled): %s", errNoRetry, resp.status, truncate(resp.body, 200))
 	default:
 		return fmt.Errorf("status %d: %s", resp.status, truncate(resp.body, 200))
 	}
+}
+
+// gitlabMessage is GitLab's {"message": ...} of an error answer, as
+// " (GitLab: ...)", or "" when there is none beyond the status line.
+func gitlabMessage(body []byte) string {
+	var m struct {
+		Message any `json:"message"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Message == nil {
+		return ""
+	}
+	s := strings.TrimSpace(fmt.Sprint(m.Message))
+	if s == "" || strings.HasPrefix(s, "413") || s == http.StatusText(http.StatusRequestEntityTooLarge) {
+		return ""
+	}
+	return " (GitLab: " + truncate([]byte(s), 200) + ")"
+}
+
+// humanSize prints n bytes in binary units, as the trace shows sizes.
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // downloadArtifacts fetches dep's archive into a temp file, retrying network
@@ -149,7 +197,7 @@ func (j *Job) downloadArtifacts(ctx context.Context, dep jobDependency) (*os.Fil
 }
 
 func (j *Job) getArtifacts(ctx context.Context, dep jobDependency) (*os.File, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	ctx, cancel := context.WithTimeout(ctx, artifactTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.src.cfg.URL+"/api/v4/jobs/"+strconv.FormatInt(dep.ID, 10)+"/artifacts", nil)
 	if err != nil {
@@ -173,7 +221,7 @@ func (j *Job) getArtifacts(ctx context.Context, dep jobDependency) (*os.File, in
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		return nil, 0, fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
-	f, err := os.CreateTemp("", "berth-artifacts-*.zip")
+	f, err := os.CreateTemp(j.src.cfg.TempDir, "berth-artifacts-*.zip")
 	if err != nil {
 		return nil, 0, err
 	}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/berth-ci/berth/artifacts"
 	"github.com/berth-ci/berth/cache"
@@ -35,8 +38,31 @@ func (j *Job) cacheKeys(c jobCache, withFallbacks bool) []string {
 	return out
 }
 
+// storeKey is where c's archive for key lives in the store:
+// gitlab/<server>/project/<id>/<key>. Project IDs are per GitLab server, so
+// the server is part of the key: two servers in one berth (or sharing one
+// S3 bucket) must not hand each other's project 7 its cache. The server is
+// the source's configured URL (serverName), not CI_SERVER_URL, which a
+// project's own variables may override. Caches of berth before this key
+// (project/<id>/<key>) are not read again and age out of the store.
 func (j *Job) storeKey(key string) string {
-	return "project/" + strconv.FormatInt(j.p.JobInfo.ProjectID, 10) + "/" + key
+	return "gitlab/" + j.src.server + "/project/" + strconv.FormatInt(j.p.JobInfo.ProjectID, 10) + "/" + key
+}
+
+// serverName names a GitLab server the same way whatever spelling of its
+// URL berth.toml uses: host in lower case, without the scheme's default
+// port, with the path of a GitLab under a relative URL. It stays the same
+// across restarts; changing url to another host name starts new caches.
+func serverName(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL // withDefaults has checked it; never here
+	}
+	host := strings.ToLower(u.Hostname())
+	if p := u.Port(); p != "" && !(u.Scheme == "https" && p == "443") && !(u.Scheme == "http" && p == "80") {
+		host = net.JoinHostPort(host, p)
+	}
+	return host + strings.TrimSuffix(u.EscapedPath(), "/")
 }
 
 // restoreCache extracts the first of c's keys that has a sound archive.
@@ -77,7 +103,7 @@ func (j *Job) extractCache(ctx context.Context, f jobsource.Files, st cache.Stor
 		return err
 	}
 	defer rc.Close()
-	tmp, err := os.CreateTemp("", "berth-cache-*.zip")
+	tmp, err := os.CreateTemp(j.src.cfg.TempDir, "berth-cache-*.zip")
 	if err != nil {
 		return err
 	}

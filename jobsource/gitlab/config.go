@@ -27,11 +27,12 @@ const (
 	DefaultRequestConcurrency = 4
 	DefaultCheckInterval      = 3 * time.Second
 	DefaultUpdateInterval     = 3 * time.Second
-	DefaultMaxUpdateInterval  = time.Minute
-	DefaultKeepAliveInterval  = 4 * time.Second
+	DefaultMaxUpdateInterval  = 15 * time.Minute
+	DefaultKeepAliveInterval  = 30 * time.Second
 	DefaultRetryBaseDelay     = 500 * time.Millisecond
 	DefaultRetryMaxDelay      = 30 * time.Second
 	DefaultRetryLimit         = 5
+	DefaultVerifyMaxDelay     = time.Minute
 	DefaultOutputLimit        = 4 << 20
 	DefaultRequestTimeout     = 2 * time.Minute
 	defaultMaxPatchSize       = 1 << 20
@@ -72,23 +73,38 @@ type Config struct {
 	// Cache keeps the jobs' cache: archives between instances; nil turns
 	// cache: off (jobs that ask for it are told so in their log).
 	Cache cache.Store
+	// TempDir is where artifact archives are staged on berth's side
+	// (on their way to GitLab, or from it to a dependent job); default
+	// the system's temp dir. The manager sets its state dir's tmp/.
+	TempDir string
+	// MaxArtifactSize caps one artifact archive in bytes, checked while
+	// it is packed; 0 leaves the limit to GitLab (413).
+	MaxArtifactSize int64
 	// ArtifactRetryDelay is the first pause between artifact upload and
 	// download attempts (default 1s, doubling, as gitlab-runner).
 	ArtifactRetryDelay time.Duration
 	// UpdateInterval is the time between log updates until GitLab asks for
-	// another one with X-GitLab-Trace-Update-Interval.
+	// another one with X-GitLab-Trace-Update-Interval (gitlab-runner's
+	// DefaultUpdateInterval, 3 s).
 	UpdateInterval time.Duration
-	// MaxUpdateInterval caps the interval GitLab may ask for.
+	// MaxUpdateInterval caps the interval GitLab may ask for (15 min, as
+	// gitlab-runner's MaxUpdateInterval).
 	MaxUpdateInterval time.Duration
-	// KeepAliveInterval is the longest time a running job goes without
-	// talking to GitLab; when the log is idle a PUT state=running is sent.
-	// Its answer carries a cancel (Job-Status), so the default of 4 s is
-	// how late a job that prints nothing learns it was canceled.
+	// KeepAliveInterval is the shortest silence after which a running job
+	// whose log is idle is touched (PUT state=running); the silence is also
+	// at least GitLab's update interval. The default of 30 s is
+	// gitlab-runner's MinTraceForceSendInterval. The answer carries a
+	// cancel (Job-Status), so a job that prints nothing learns it was
+	// canceled within max(30 s, GitLab's interval); a job that prints
+	// learns it from the next log update, within GitLab's interval.
 	KeepAliveInterval time.Duration
 	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff used
 	// when GitLab answers 409 or 503 to a job request.
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
+	// VerifyMaxDelay caps the pause between runner token checks while
+	// GitLab does not answer them at start (default 1 min).
+	VerifyMaxDelay time.Duration
 	// RetryLimit is how many times a job request is retried before giving up.
 	RetryLimit int
 	// OutputLimit caps a job's log in bytes; further output is dropped with a notice.
@@ -96,6 +112,9 @@ type Config struct {
 	// RequestTimeout bounds one HTTP call, long-polls included (GitLab holds
 	// them about 50 s).
 	RequestTimeout time.Duration
+	// OnTokenRotation, when set, is told the result of each runner token
+	// rotation (RotationOK, RotationFailed, RotationUnsaved; token.go).
+	OnTokenRotation func(result string)
 	// HTTPClient overrides the HTTP client, e.g. for a custom CA.
 	HTTPClient *http.Client
 	// CAChain is the PEM bundle berth trusts for GitLab (ca_file), given
@@ -155,6 +174,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDuration(&c.KeepAliveInterval, DefaultKeepAliveInterval)
 	setDuration(&c.RetryBaseDelay, DefaultRetryBaseDelay)
 	setDuration(&c.RetryMaxDelay, DefaultRetryMaxDelay)
+	setDuration(&c.VerifyMaxDelay, DefaultVerifyMaxDelay)
 	setDuration(&c.RequestTimeout, DefaultRequestTimeout)
 	if c.RetryLimit <= 0 {
 		c.RetryLimit = DefaultRetryLimit

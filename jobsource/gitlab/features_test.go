@@ -68,7 +68,7 @@ func TestFeaturesAdvertisedAreImplemented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Put(t.Context(), "project/0/old-key", bytes.NewReader(zipOf(t, "c/from-fallback", "fallback"))); err != nil {
+	if err := st.Put(t.Context(), "gitlab/"+serverName(f.URL())+"/project/0/old-key", bytes.NewReader(zipOf(t, "c/from-fallback", "fallback"))); err != nil {
 		t.Fatal(err)
 	}
 	id := f.AddJob(gitlabfake.JobSpec{Variables: append([]gitlabfake.Variable{{Key: "RAW", Value: "lit-$HOME", Raw: true}}, noGit...),

@@ -110,7 +110,7 @@ func newJob(s *Source, p *jobPayload) *Job {
 	// berth's own requests to GitLab), but should a job find it anyway, in
 	// a file or a process it can read, its log must not carry it to
 	// everyone who can read the job.
-	secrets = append(secrets, s.cfg.Token)
+	secrets = append(secrets, s.token())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	header := http.Header{}
@@ -263,19 +263,24 @@ func (j *Job) noteContact(h http.Header) {
 }
 
 // run streams the log and keeps the job alive until Finish stops it or
-// GitLab says the job is gone.
+// GitLab says the job is gone. It paces itself as gitlab-runner's job trace
+// does (network/trace.go): new output goes out once per GitLab's update
+// interval, and an idle job is touched only after keepAliveAfter of
+// silence, so a quiet job costs GitLab one PUT per max(30 s, interval)
+// rather than one per interval (docs/gitlab.md, "How often berth talks to
+// GitLab").
 func (j *Job) run(ctx context.Context) {
 	defer close(j.loopDone)
 	for {
 		j.mu.Lock()
-		wait := min(j.interval, j.src.cfg.KeepAliveInterval-time.Since(j.lastContact))
+		wait := min(j.interval, j.keepAliveAfterLocked()-time.Since(j.lastContact))
 		j.mu.Unlock()
 		if err := sleep(ctx, max(wait, time.Millisecond)); err != nil {
 			return
 		}
 		j.mu.Lock()
 		gone, unsent := j.gone, j.sent < len(j.buf)
-		idle := time.Since(j.lastContact) >= j.src.cfg.KeepAliveInterval
+		idle := time.Since(j.lastContact) >= j.keepAliveAfterLocked()
 		j.mu.Unlock()
 		switch {
 		case gone:
@@ -288,6 +293,12 @@ func (j *Job) run(ctx context.Context) {
 			j.keepAlive(ctx)
 		}
 	}
+}
+
+// keepAliveAfterLocked is the silence after which an idle job is touched:
+// GitLab's interval, and never less than KeepAliveInterval; j.mu held.
+func (j *Job) keepAliveAfterLocked() time.Duration {
+	return max(j.interval, j.src.cfg.KeepAliveInterval)
 }
 
 type patchState int

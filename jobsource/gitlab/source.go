@@ -29,6 +29,8 @@ type Source struct {
 	cfg    Config
 	log    *slog.Logger
 	client *client
+	// server names the GitLab server in cache keys (cachejob.go).
+	server string
 	// sem holds one token per poll in flight, bounding them to RequestConcurrency.
 	sem chan struct{}
 
@@ -43,12 +45,23 @@ type Source struct {
 	abandoned sync.Once
 	// sweeping is held by the FailAbandoned running.
 	sweeping sync.Mutex
+
+	// tmu guards the runner token in use (token.go): rotation replaces it.
+	tmu     sync.Mutex
+	tok     tokenState
+	unsaved bool // rotated, but not yet written to token_file
+
+	// vmu guards what Ready learnt of the token (ready.go).
+	vmu      sync.Mutex
+	verified bool
+	fatal    error
+	problem  string
 }
 
 var _ jobsource.Source = (*Source)(nil)
 
-// New returns a source for cfg. It does no I/O; call Verify at start to fail
-// early on a bad token.
+// New returns a source for cfg. It does no I/O; Ready verifies the token
+// before the first poll.
 func New(cfg Config, logger *slog.Logger) (*Source, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -66,8 +79,10 @@ func New(cfg Config, logger *slog.Logger) (*Source, error) {
 			timeout: cfg.RequestTimeout,
 			agent:   "berth/" + cfg.Version,
 		},
-		sem:  make(chan struct{}, cfg.RequestConcurrency),
-		mine: map[int64]bool{},
+		server: serverName(cfg.URL),
+		tok:    tokenState{value: cfg.Token},
+		sem:    make(chan struct{}, cfg.RequestConcurrency),
+		mine:   map[int64]bool{},
 	}, nil
 }
 
@@ -80,7 +95,7 @@ func (s *Source) CheckInterval() time.Duration { return s.cfg.CheckInterval }
 
 func (s *Source) runnerHeader() http.Header {
 	h := http.Header{}
-	h.Set("RUNNER-TOKEN", s.cfg.Token)
+	h.Set("RUNNER-TOKEN", s.token())
 	return h
 }
 
@@ -94,7 +109,7 @@ func (s *Source) tokenRejected() error {
 // or deleted token is a clear startup error rather than a silent idle runner.
 func (s *Source) Verify(ctx context.Context) error {
 	resp, err := s.client.doJSON(ctx, http.MethodPost, "runners/verify", s.runnerHeader(), verifyRequest{
-		Token:    s.cfg.Token,
+		Token:    s.token(),
 		SystemID: s.cfg.SystemID,
 		Info:     s.versionInfo(),
 	})
@@ -103,6 +118,7 @@ func (s *Source) Verify(ctx context.Context) error {
 	}
 	switch resp.status {
 	case http.StatusOK, http.StatusCreated:
+		s.noteExpiry(resp.body) // token.go
 		s.log.Info("gitlab runner token verified", "system_id", s.cfg.SystemID)
 		return nil
 	case http.StatusForbidden, http.StatusUnauthorized:
@@ -144,7 +160,7 @@ func (s *Source) Request(ctx context.Context) (jobsource.Job, error) {
 		lastUpdate := s.lastUpdate
 		s.mu.Unlock()
 		resp, err := s.client.doJSON(ctx, http.MethodPost, "jobs/request", s.runnerHeader(), jobRequest{
-			Token:      s.cfg.Token,
+			Token:      s.token(),
 			SystemID:   s.cfg.SystemID,
 			LastUpdate: lastUpdate,
 			Info:       s.versionInfo(),

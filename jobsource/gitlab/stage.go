@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -224,6 +225,7 @@ func (j *Job) Collect(ctx context.Context, f jobsource.Files, r jobsource.Result
 		}
 	}
 	var failed []string
+	tooLarge := false
 	if len(arts) > 0 {
 		j.sectionStart("upload_artifacts_on_"+map[bool]string{true: "success", false: "failure"}[ok],
 			"Uploading artifacts for "+map[bool]string{true: "successful", false: "failed"}[ok]+" job")
@@ -231,12 +233,16 @@ func (j *Job) Collect(ctx context.Context, f jobsource.Files, r jobsource.Result
 			if err := j.collectArtifact(ctx, f, a, project); err != nil {
 				j.writeLine(fmt.Sprintf("\033[31;1mERROR: Uploading artifacts as %q to coordinator... failed: %v\033[0;m", a.Type, err))
 				failed = append(failed, fmt.Sprintf("%s: %v", a.Type, err))
+				tooLarge = tooLarge || errors.Is(err, errArtifactTooLarge)
 			}
 		}
 		j.sectionEnd("upload_artifacts_on_" + map[bool]string{true: "success", false: "failure"}[ok])
 	}
 	if len(failed) > 0 && ok {
 		r.ExitCode, r.Failure = -1, jobsource.FailureSystem
+		if tooLarge {
+			r.Failure = jobsource.FailureScript
+		}
 		r.Message = "uploading artifacts failed: " + strings.Join(failed, "; ")
 	}
 	return j.cleanup(ctx, f, r)
@@ -294,8 +300,21 @@ func (j *Job) collectArtifact(ctx context.Context, f jobsource.Files, a jobArtif
 		j.writeLine("\033[31;1mERROR: No files to upload\033[0;m")
 		return nil
 	}
-	var buf bytes.Buffer
-	st, err := artifacts.Pack(ctx, shell{f}, project, paths, artifacts.Format(a.Format), &buf)
+	// The archive goes to an unlinked temp file (gone when closed, crash or
+	// not), not to memory: an archive may be gigabytes.
+	tmp, err := os.CreateTemp(j.src.cfg.TempDir, "artifact-*")
+	if err != nil {
+		return fmt.Errorf("a temp file for the archive (in %s): %w", j.src.cfg.TempDir, err)
+	}
+	_ = os.Remove(tmp.Name())
+	defer tmp.Close()
+	lw := &limitWriter{w: tmp, limit: j.src.cfg.MaxArtifactSize}
+	st, err := artifacts.Pack(ctx, shell{f}, project, paths, artifacts.Format(a.Format), lw)
+	if lw.over {
+		return fmt.Errorf("%w: the archive of %d files and directories is larger than this runner's max_artifact_size of %s "+
+			"(packing stopped there, nothing was uploaded); keep fewer or smaller paths in artifacts:, or ask the berth operator to raise max_artifact_size",
+			errArtifactTooLarge, len(paths), humanSize(lw.limit))
+	}
 	if err != nil {
 		return err
 	}
@@ -311,11 +330,30 @@ func (j *Job) collectArtifact(ctx context.Context, f jobsource.Files, a jobArtif
 		}
 		filename += ".zip"
 	}
-	if err := j.uploadArtifact(ctx, a, filename, buf.Bytes()); err != nil {
+	if err := j.uploadArtifact(ctx, a, filename, tmp, lw.n); err != nil {
 		return err
 	}
 	j.writeLine(fmt.Sprintf("Uploading artifacts as %q to coordinator... 201 Created  id=%d responseStatus=201 Created", a.Format, j.p.ID))
 	return nil
+}
+
+// limitWriter writes to w until more than limit bytes (0: no limit) come,
+// then fails every write; n counts what w took.
+type limitWriter struct {
+	w     io.Writer
+	limit int64
+	n     int64
+	over  bool
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.limit > 0 && l.n+int64(len(p)) > l.limit {
+		l.over = true
+		return 0, errArtifactTooLarge
+	}
+	n, err := l.w.Write(p)
+	l.n += int64(n)
+	return n, err
 }
 
 // countUnder counts picked paths a pattern matched, for the log line

@@ -77,18 +77,46 @@ func stagedSource(t *testing.T, f *gitlabfake.Fake, st cache.Store) *Source {
 	return newTestSource(t, f, func(c *Config) { c.ArtifactRetryDelay = 5 * time.Millisecond; c.Cache = st })
 }
 
-func TestArtifactTooLargeFailsWithoutRetry(t *testing.T) {
+// A 413 is the job's doing (it made more than GitLab keeps): the job fails
+// as script_failure, which retry: when: runner_system_failure leaves
+// alone, with the archive's size and where GitLab's limit is set.
+func TestArtifactTooLargeIsAScriptFailure(t *testing.T) {
 	f := newFake(t, gitlabfake.Options{MaxArtifactSize: 10})
 	id := f.AddJob(artifactJob(nil))
 	res, _ := runStaged(t, takeJob(t, stagedSource(t, f, nil)))
-	if res.Failure != jobsource.FailureSystem || !strings.Contains(res.Message, "413") {
-		t.Fatalf("result %+v, want a failure naming the 413", res)
+	if res.Failure != jobsource.FailureScript || !strings.Contains(res.Message, "413") {
+		t.Fatalf("result %+v, want a script failure naming the 413", res)
 	}
 	if n := f.Count(gitlabfake.EndpointArtifacts, http.StatusRequestEntityTooLarge); n != 1 {
 		t.Errorf("%d uploads answered 413, want 1 (no retry)", n)
 	}
-	if tr := f.Job(id).Trace(); !strings.Contains(tr, "413 Request Entity Too Large") || f.Job(id).ReportedState() != "failed" {
-		t.Errorf("job %s, trace:\n%s", f.Job(id).ReportedState(), tr)
+	tr := f.Job(id).Trace()
+	for _, want := range []string{"413 Request Entity Too Large", "the archive (", "Maximum artifacts size"} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("trace lacks %q:\n%s", want, tr)
+		}
+	}
+	if strings.Contains(tr, "retry the job") || f.Job(id).FailureReason() != "script_failure" {
+		t.Errorf("job %s (%s), trace:\n%s", f.Job(id).ReportedState(), f.Job(id).FailureReason(), tr)
+	}
+}
+
+// max_artifact_size stops the packing before anything reaches GitLab.
+func TestArtifactOverMaxArtifactSizeIsAScriptFailure(t *testing.T) {
+	f := newFake(t, gitlabfake.Options{})
+	id := f.AddJob(artifactJob(func(s *gitlabfake.JobSpec) {
+		s.Script = append(s.Script, "head -c 200000 /dev/urandom > out/big")
+	}))
+	src := newTestSource(t, f, func(c *Config) { c.MaxArtifactSize = 64 << 10; c.TempDir = t.TempDir() })
+	res, _ := runStaged(t, takeJob(t, src))
+	if res.Failure != jobsource.FailureScript || f.Job(id).FailureReason() != "script_failure" {
+		t.Fatalf("result %+v, reason %q, want a script failure", res, f.Job(id).FailureReason())
+	}
+	if n := f.Count(gitlabfake.EndpointArtifacts, 0); n != 0 {
+		t.Errorf("%d uploads, want none", n)
+	}
+	if tr := f.Job(id).Trace(); !strings.Contains(tr, "larger than this runner's max_artifact_size of 64.0 KiB") {
+		t.Errorf("trace:\n%s", tr)
 	}
 }
 
@@ -143,7 +171,8 @@ func TestCorruptCacheIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Put(context.Background(), "project/0/k", strings.NewReader("this is not a zip")); err != nil {
+	key := "gitlab/" + serverName(f.URL()) + "/project/0/k"
+	if err := st.Put(context.Background(), key, strings.NewReader("this is not a zip")); err != nil {
 		t.Fatal(err)
 	}
 	id := f.AddJob(gitlabfake.JobSpec{Variables: noGit, Script: []string{"mkdir -p c", "echo new > c/x"},
@@ -154,7 +183,7 @@ func TestCorruptCacheIgnored(t *testing.T) {
 		t.Fatalf("result %+v, trace:\n%s", res, tr)
 	}
 	// The job saved a sound cache over the corrupt one.
-	rc, err := st.Get(context.Background(), "project/0/k")
+	rc, err := st.Get(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}

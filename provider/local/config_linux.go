@@ -141,15 +141,27 @@ func resolve(p string) string {
 }
 
 // ErrPrivateVisible is returned by Init when a host path shown to sandboxes
-// would expose a path that must stay private.
+// would expose a path that must stay private and berth cannot hide it.
 var ErrPrivateVisible = errors.New("a private path would be visible to jobs")
 
-// checkPrivate refuses host paths that would show a private path (berth's
-// state dir, config file, token files) to jobs, or that lie inside one.
-func checkPrivate(hostPaths []string, private []string) error {
+// privateMasks works out what each sandbox must cover so that no private
+// path (berth's state dir, config file, token files) is visible through a
+// host path: for a private path inside a host path, the directory just
+// below the host path on the way to it (/etc/berth for
+// /etc/berth/berth.toml under /etc), which sandboxes cover with an empty
+// read-only tmpfs. A directory, not the file itself: an editor or
+// install(1) replaces a file by renaming a new one over it, and the kernel
+// drops a mount whose mount point is renamed over, so a mask on the file
+// would show the next version of it. It refuses what it cannot hide: a
+// private file directly in a host path, a host path inside a private
+// path, and a directory on the way that does not exist yet (created
+// later, it would be visible).
+func privateMasks(hostPaths []string, private []string) ([]string, error) {
+	var masks []string
 	for _, h := range hostPaths {
-		if _, err := os.Lstat(h); err != nil {
-			continue // not bound at all
+		fi, err := os.Lstat(h)
+		if err != nil || fi.Mode()&os.ModeSymlink != 0 {
+			continue // not bound at all: a symlink is copied, its target is another host path or nothing
 		}
 		hr := resolve(h)
 		for _, p := range private {
@@ -157,12 +169,27 @@ func checkPrivate(hostPaths []string, private []string) error {
 				continue
 			}
 			pr := resolve(p)
-			if within(pr, hr) || within(hr, pr) {
-				return fmt.Errorf("local provider: %w: host path %s (provider_config key host_paths) would show %s to every job, and it holds berth's state, config or a token; move %s out of %s, or set host_paths to a list without %s", ErrPrivateVisible, h, p, p, h, h)
+			if within(hr, pr) {
+				return nil, fmt.Errorf("local provider: %w: host path %s (provider_config key host_paths) lies inside %s, which holds berth's state, config or a token; set host_paths to a list without %s, or move %s elsewhere", ErrPrivateVisible, h, p, h, p)
+			}
+			if !within(pr, hr) {
+				continue
+			}
+			rel, _ := filepath.Rel(hr, pr)
+			mask := filepath.Join(h, strings.SplitN(rel, "/", 2)[0])
+			mfi, err := os.Stat(mask)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("local provider: %w: host path %s (provider_config key host_paths) would show %s to every job once %s exists, and berth hides only directories that exist at start; create %s (mode 0700) before starting berth, or move %s out of %s", ErrPrivateVisible, h, p, mask, mask, p, h)
+			case !mfi.IsDir():
+				return nil, fmt.Errorf("local provider: %w: host path %s (provider_config key host_paths) would show %s to every job, and berth hides private files only inside a directory of their own; move %s into a directory such as %s, or set host_paths to a list without %s", ErrPrivateVisible, h, p, p, filepath.Join(h, "berth")+"/", h)
+			}
+			if !containsStr(masks, mask) {
+				masks = append(masks, mask)
 			}
 		}
 	}
-	return nil
+	return masks, nil
 }
 
 // idRange is a range of host IDs that sandbox IDs 0..Size-1 map to.
@@ -204,33 +231,4 @@ func subIDFrom(file string) idRange {
 		}
 	}
 	return defaultSubID
-}
-
-// ErrSupplementaryGroups is returned by Init when unprivileged berth's user
-// has supplementary groups its jobs would keep.
-var ErrSupplementaryGroups = errors.New("berth's user has supplementary groups that jobs would keep")
-
-// checkGroups refuses, unprivileged, a process with supplementary groups
-// other than its own gid: a sandbox's user namespace cannot drop them, so
-// every job could use them on the host paths it sees.
-func checkGroups(keep bool) error {
-	if keep || os.Geteuid() == 0 {
-		return nil
-	}
-	groups, err := os.Getgroups()
-	if err != nil {
-		return fmt.Errorf("local provider: list supplementary groups: %w", err)
-	}
-	var extra []int
-	for _, g := range groups {
-		if g != os.Getgid() && g != os.Getegid() {
-			extra = append(extra, g)
-		}
-	}
-	if len(extra) == 0 {
-		return nil
-	}
-	return fmt.Errorf("local provider: %w: gids %v; jobs could read what those groups may read (group shadow reads /etc/shadow); "+
-		"run berth as a user without supplementary groups (systemd: a dedicated User= with no SupplementaryGroups=; or setpriv --clear-groups), "+
-		"or accept the risk with provider_config keep_groups = true", ErrSupplementaryGroups, extra)
 }

@@ -46,10 +46,13 @@
 // a procfs of the sandbox's PID namespace, and /dev a read-only tmpfs with
 // null, zero, full, random, urandom and tty from the host, a devpts of its
 // own (ptmx) and a private 64 MiB /dev/shm. Nothing else exists: no /sys,
-// /home, /root, /var, /run, no host devices. Init refuses to start when a
-// host path would show a private path (Settings.Private: berth's state dir,
-// config file, token files; and always the provider's state dir), naming
-// the path and the key to change.
+// /home, /root, /var, /run, no host devices. A private path (Settings.Private:
+// berth's state dir, config file, token files; and always the provider's
+// state dir) inside a host path is hidden: the directory just below the
+// host path on the way to it (/etc/berth for /etc/berth/berth.toml) is
+// covered by an empty read-only tmpfs. Init refuses to start, naming the
+// path and the key to change, where that cannot hide it: a private file
+// directly in a host path, a host path inside a private path.
 //
 // PID 1 sets this up, makes itself non-dumpable, ignores the signals that
 // would end it, and starts every command from one thread of its own that

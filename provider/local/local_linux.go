@@ -46,6 +46,7 @@ type Provider struct {
 	dir       string // <StateDir>/local
 	group     string // short hash naming this group
 	stateDir  string
+	masks     []string // directories sandboxes cover: they hold berth's private files
 	signer    ssh.Signer
 	clientPEM []byte
 	clientPub string // authorized_keys line
@@ -105,20 +106,20 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 		return provider.Info{}, fmt.Errorf("local provider: state dir: %w", err)
 	}
 	p.stateDir = abs
-	if err := checkPrivate(p.cfg.HostPaths, append(append([]string(nil), s.Private...), abs)); err != nil {
-		return provider.Info{}, err
-	}
 	p.dir = filepath.Join(abs, "local")
 	sum := sha256.Sum256([]byte(p.dir))
 	p.group = hex.EncodeToString(sum[:4])
 	if err := os.MkdirAll(filepath.Join(p.dir, "instances"), 0o700); err != nil {
 		return provider.Info{}, fmt.Errorf("local provider: create state dir: %w", err)
 	}
+	if p.masks, err = privateMasks(p.cfg.HostPaths, append(append([]string(nil), s.Private...), abs)); err != nil {
+		return provider.Info{}, err
+	}
 	if err := p.loadClientKey(); err != nil {
 		return provider.Info{}, err
 	}
 	p.asRoot = os.Geteuid() == 0
-	if err := checkGroups(p.cfg.KeepGroups); err != nil {
+	if err := checkGroups(p.cfg.KeepGroups, p.cfg.HostPaths, p.masks, p.log); err != nil {
 		return provider.Info{}, err
 	}
 	if p.asRoot {
@@ -136,7 +137,7 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	if p.cfg.DiskReserve != "" {
 		p.diskReserve, _ = parseSize(p.cfg.DiskReserve) // checked by parseConfig
 	}
-	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths,
+	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths, "hidden", p.masks,
 		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax, "disk_reserve", p.diskReserve)
 	checkPidMax(p.log)
 	p.cleanLeftovers()
@@ -307,7 +308,7 @@ func (p *Provider) probe(ctx context.Context) error {
 func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
-		HostPaths: p.cfg.HostPaths, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax, DiskReserve: p.diskReserve,
+		HostPaths: p.cfg.HostPaths, Masks: p.masks, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax, DiskReserve: p.diskReserve,
 		Slots: p.slots,
 	}
 }

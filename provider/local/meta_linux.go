@@ -60,7 +60,10 @@ type sandboxConfig struct {
 	AuthorizedKey string   `json:"authorized_key"`
 	HostKey       string   `json:"host_key"` // PEM private key
 	HostPaths     []string `json:"host_paths"`
-	Probe         bool     `json:"probe,omitempty"`
+	// Masks are directories inside host paths covered by an empty
+	// read-only tmpfs: those that hold berth's private files (privateMasks).
+	Masks []string `json:"masks,omitempty"`
+	Probe bool     `json:"probe,omitempty"`
 	// DiskMax is disk_max in bytes; 0 means no limit.
 	DiskMax int64 `json:"disk_max,omitempty"`
 	// DiskReserve is disk_reserve in bytes; 0 means none.

@@ -34,6 +34,8 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 //     as descriptors;
 //   - /dev is a fresh tmpfs with a few harmless host device nodes, a new
 //     devpts instance and a private /dev/shm;
+//   - directories in host paths that hold berth's private files are covered
+//     by an empty read-only tmpfs (maskPrivate);
 //   - /proc is a new procfs for the PID namespace.
 //
 // Nothing else of the host is visible. The mounts are locked later, when
@@ -127,6 +129,9 @@ func setupRoot(cfg sandboxConfig) error {
 	if err := os.Remove(empty); err != nil {
 		return err
 	}
+	if err := maskPrivate(root, cfg.Masks); err != nil {
+		return err
+	}
 	own := []struct {
 		fd   int
 		name string
@@ -179,6 +184,20 @@ func setupRoot(cfg sandboxConfig) error {
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &attr); err != nil {
 		return fmt.Errorf("make / read-only: %w", err)
+	}
+	return nil
+}
+
+// maskPrivate covers each directory of masks (paths as the host and the
+// sandbox both name them) with an empty read-only tmpfs, before the
+// mounts are locked: a job cannot unmount it, and binding the host path
+// without its submounts is refused by the kernel for locked mounts.
+func maskPrivate(root string, masks []string) error {
+	for _, m := range masks {
+		dst := filepath.Join(root, m)
+		if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=4k"); err != nil {
+			return fmt.Errorf("hide %s from jobs: %w", m, err)
+		}
 	}
 	return nil
 }

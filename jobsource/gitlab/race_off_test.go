@@ -1,0 +1,5 @@
+//go:build !race
+
+package gitlab
+
+const raceEnabled = false
