@@ -178,6 +178,15 @@ type Source struct {
 	// only); empty means the environment's HTTPS_PROXY, HTTP_PROXY and
 	// NO_PROXY.
 	Proxy string
+	// Image is the image a GitLab job without image: runs in (gitlab
+	// only, key image), like gitlab-runner's [runners.docker] image;
+	// empty runs such jobs in the instance's shell.
+	Image string
+	// AllowShellJobs lets a GitLab job run in the instance's shell, with
+	// no image, although [images] allowed_images is set (gitlab only, key
+	// allow_shell_jobs). Without it such a job is refused: leaving image:
+	// out would bypass allowed_images.
+	AllowShellJobs bool
 	// MaxArtifactSize caps one artifact archive of a job, in bytes (gitlab
 	// only, key max_artifact_size, a size such as "1GiB"); 0 leaves the
 	// limit to GitLab.

@@ -383,7 +383,7 @@ func (d *decoder) source(t *table) Source {
 
 // gitlabOnlyKeys are the [source] keys a queue source refuses.
 var gitlabOnlyKeys = []string{"url", "token", "token_file", "request_concurrency", "check_interval",
-	"builds_dir", "output_limit", "ca_file", "proxy", "max_artifact_size"}
+	"builds_dir", "output_limit", "ca_file", "proxy", "max_artifact_size", "image", "allow_shell_jobs"}
 
 // gitlabHTTP reads the keys about where GitLab jobs run and how GitLab is
 // reached: builds_dir, output_limit (in kilobytes, as gitlab-runner's),
@@ -410,6 +410,8 @@ func (d *decoder) gitlabHTTP(t *table, s *Source) {
 		}
 	}
 	t.str("proxy", &s.Proxy)
+	t.str("image", &s.Image)
+	t.bool("allow_shell_jobs", &s.AllowShellJobs)
 }
 
 func (d *decoder) readToken(t *table, s *Source) {

@@ -45,8 +45,12 @@ const (
 type Spec struct {
 	// Script is a shell script run with sh -e semantics left to the script itself.
 	Script string
-	// AfterScript runs after Script whatever its result, and also on a graceful cancel.
+	// AfterScript runs after Script whatever its result, and also on a
+	// graceful cancel; not after the job's timeout, which bounds it too.
 	AfterScript string
+	// AfterScriptTimeout bounds AfterScript; 0 means the manager's
+	// default (5 minutes, gitlab-runner's).
+	AfterScriptTimeout time.Duration
 	// Env holds environment variables as KEY=VALUE.
 	Env []string
 	// Timeout bounds the job; 0 means the manager's default.

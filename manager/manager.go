@@ -415,6 +415,12 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 	if err != nil {
 		return nil, err
 	}
+	var caChain []byte
+	if s.CAFile != "" {
+		if caChain, err = os.ReadFile(s.CAFile); err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+	}
 	// Artifact archives are staged on the state dir's disk, which the
 	// operator sized for berth, not in /tmp (often a small tmpfs).
 	tmp := filepath.Join(m.cfg.StateDir, "tmp")
@@ -433,7 +439,8 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 			m.metrics.GitLabTokenRotations.WithLabelValues(s.URL, result).Inc()
 		},
 		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images),
-		Ledger:              m.gitlabLedger(s)}, m.log)
+		Ledger:              m.gitlabLedger(s), CAChain: string(caChain),
+		DefaultImage: s.Image, RefuseShellJobs: len(m.cfg.Images.AllowedImages) > 0 && !s.AllowShellJobs}, m.log)
 	if err != nil {
 		return nil, err
 	}
@@ -1280,14 +1287,25 @@ func (run *scriptRun) stop() {
 	run.cancel(nil)
 }
 
+// defaultAfterScriptTimeout bounds an after_script whose job sets no
+// other limit: gitlab-runner's AfterScriptTimeout.
+const defaultAfterScriptTimeout = 5 * time.Minute
+
 // endRun turns how the script ended into the job's result, runs the
 // after_script and collects the job's artifacts.
 func (m *Manager) endRun(ctx context.Context, r *jobRun, run *scriptRun, code int, err error) jobsource.Result {
 	res := scriptResult(ctx, run, r.acq, code, err)
 	spec := &r.spec
+	// Not after the job's timeout: the timeout bounds the whole job, as in
+	// gitlab-runner, whose after_script runs within the job's deadline.
 	if spec.AfterScript != "" && (res.Failure != jobsource.FailureCanceled || run.graceful.Load()) && res.Failure != jobsource.FailureSystem &&
-		res.Failure != jobsource.FailureImagePull { // no image, nothing to run it in
-		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		res.Failure != jobsource.FailureImagePull && // no image, nothing to run it in
+		res.Failure != jobsource.FailureTimeout {
+		limit := spec.AfterScriptTimeout
+		if limit <= 0 {
+			limit = defaultAfterScriptTimeout
+		}
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 		after := executor.Command{Script: spec.AfterScript, Env: spec.Env, Output: r.job.Log()}
 		_, aerr := m.runScript(actx, &r.acq.Connect, spec, &after)
 		acancel()

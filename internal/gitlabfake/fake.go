@@ -124,6 +124,9 @@ type JobSpec struct {
 	Variables   []Variable
 	// FailureReasons is features.failure_reasons; nil means DefaultFailureReasons.
 	FailureReasons []string
+	// TokenMaskPrefixes is features.token_mask_prefixes: the prefixes of
+	// tokens the runner masks in the trace besides glpat-.
+	TokenMaskPrefixes []string
 	// Artifacts, Cache and Dependencies (job IDs whose artifacts this job
 	// downloads) fill the payload's artifacts, cache and dependencies;
 	// Steps are extra steps after script (artifacts.go).
@@ -131,6 +134,9 @@ type JobSpec struct {
 	Cache        []Cache
 	Dependencies []int64
 	Steps        []Step
+	// Hooks are hooks: (pre_get_sources_script, post_get_sources_script),
+	// sent as GitLab sends them: name and script.
+	Hooks []Step
 	// Image is image:name (nil image when empty); Services are services:.
 	Image    string
 	Services []Service
@@ -138,6 +144,8 @@ type JobSpec struct {
 	ImagePullPolicy []string
 	// ImageUser is image: docker: user (sent as executor_opts).
 	ImageUser string
+	// RepoObjectFormat is git_info.repo_object_format (sha256 repositories).
+	RepoObjectFormat string
 	// AllowGitFetch is the project's git strategy (fetch when true).
 	AllowGitFetch bool
 }
@@ -183,6 +191,8 @@ type Fake struct {
 	maxPolls     int
 	// artifactFails are statuses injected into the next artifact uploads.
 	artifactFails []int
+	// git holds the repositories served over HTTP (git.go).
+	git gitRepos
 	// token is the runner token accepted now; rotations is how often it
 	// was reset (token.go).
 	token     string
@@ -218,6 +228,7 @@ func New(opts Options) *Fake {
 	mux.HandleFunc("PUT /api/v4/jobs/{id}", f.handleUpdate)
 	mux.HandleFunc("POST /api/v4/jobs/{id}/artifacts", f.handleUploadArtifacts)
 	mux.HandleFunc("GET /api/v4/jobs/{id}/artifacts", f.handleDownloadArtifacts)
+	mux.HandleFunc("/git/", f.handleGit)
 	f.srv = httptest.NewServer(mux)
 	return f
 }
@@ -854,18 +865,28 @@ func (j *Job) payloadLocked(serverURL string) map[string]any {
 			"project_id": s.ProjectID, "project_name": project},
 		"git_info": map[string]any{"repo_url": repoURL, "ref": ref, "sha": s.Sha,
 			"before_sha": strings.Repeat("0", 40), "ref_type": "branch",
-			"refspecs": nonNil(s.Refspecs), "depth": s.Depth},
+			"refspecs": nonNil(s.Refspecs), "depth": s.Depth, "repo_object_format": s.RepoObjectFormat},
 		"runner_info":  map[string]any{"timeout": timeout, "runner_session_url": nil},
 		"variables":    vars,
 		"steps":        steps,
+		"hooks":        j.hooksPayload(),
 		"image":        j.imagePayload(),
 		"services":     j.servicesPayload(),
 		"artifacts":    j.artifactsPayload(),
 		"cache":        j.cachePayload(),
 		"credentials":  []any{},
 		"dependencies": j.dependenciesLocked(),
-		"features":     map[string]any{"trace_sections": true, "failure_reasons": j.failureReasons()},
+		"features": map[string]any{"trace_sections": true, "failure_reasons": j.failureReasons(),
+			"token_mask_prefixes": nonNil(s.TokenMaskPrefixes)},
 	}
+}
+
+func (j *Job) hooksPayload() []map[string]any {
+	out := []map[string]any{}
+	for _, h := range j.spec.Hooks {
+		out = append(out, map[string]any{"name": h.Name, "script": nonNil(h.Script)})
+	}
+	return out
 }
 
 func predefined(key, value string) map[string]any {

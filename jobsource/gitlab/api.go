@@ -118,12 +118,20 @@ type jobPayload struct {
 		RefType   string   `json:"ref_type"`
 		Refspecs  []string `json:"refspecs"`
 		Depth     int      `json:"depth"`
+		// RepoObjectFormat is sha1 (or empty) or sha256.
+		RepoObjectFormat string `json:"repo_object_format"`
 	} `json:"git_info"`
 	RunnerInfo struct {
 		Timeout int `json:"timeout"`
 	} `json:"runner_info"`
 	Variables []jobVariable `json:"variables"`
 	Steps     []jobStep     `json:"steps"`
+	// Hooks are hooks: pre_get_sources_script and post_get_sources_script,
+	// which berth does not run (sources.go says so in the log).
+	Hooks []struct {
+		Name   string   `json:"name"`
+		Script []string `json:"script"`
+	} `json:"hooks"`
 	// Image, Services and Credentials are GitLab's image:, services: and
 	// the registry logins it hands the runner (see image.go).
 	Image       *jobImage       `json:"image,omitempty"`
@@ -131,6 +139,8 @@ type jobPayload struct {
 	Credentials []jobCredential `json:"credentials,omitempty"`
 	Features    struct {
 		FailureReasons []string `json:"failure_reasons"`
+		// TokenMaskPrefixes start tokens the log masks (mask.go).
+		TokenMaskPrefixes []string `json:"token_mask_prefixes"`
 	} `json:"features"`
 	// Artifacts, Cache and Dependencies are the job's artifacts:, cache:
 	// and the jobs whose artifacts it needs (artifacts.go).

@@ -117,6 +117,18 @@ type Config struct {
 	OnTokenRotation func(result string)
 	// HTTPClient overrides the HTTP client, e.g. for a custom CA.
 	HTTPClient *http.Client
+	// CAChain is the PEM bundle berth trusts for GitLab (ca_file), given
+	// to jobs as the file variable CI_SERVER_TLS_CA_FILE; "" when GitLab's
+	// certificate is checked against the system's roots.
+	CAChain string
+	// DefaultImage is the image of a job without image: ([[source]]
+	// image, like gitlab-runner's [runners.docker] image); "" runs such
+	// a job in the instance's shell.
+	DefaultImage string
+	// RefuseShellJobs refuses a job that would run outside an image
+	// (runner_configuration_error): set when allowed_images is, unless
+	// the operator allows shell jobs.
+	RefuseShellJobs bool
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults,

@@ -1,7 +1,8 @@
 package gitlab
 
 import (
-	"os"
+	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -10,12 +11,10 @@ import (
 // and fallback_keys; image and service names (GitLab's "Where variables
 // can be used", runner column). expandPayload does it once, when the job
 // arrives, so everything after sees the final values.
-func expandPayload(p *jobPayload) {
-	values := map[string]string{}
-	for _, v := range expandVariables(p.Variables) {
-		values[v.Key] = v.Value
-	}
-	ex := func(s string) string { return expandString(s, values) }
+//
+// It returns the warnings for the trace's restore_cache section.
+func expandPayload(p *jobPayload, vars jobVars) (warnings []string) {
+	ex := vars.expand
 	all := func(ss []string) []string {
 		out := make([]string, 0, len(ss))
 		for _, s := range ss {
@@ -32,26 +31,59 @@ func expandPayload(p *jobPayload) {
 	for i := range p.Cache {
 		c := &p.Cache[i]
 		c.Key, c.Paths, c.Policy, c.FallbackKeys = ex(c.Key), all(c.Paths), ex(c.Policy), all(c.FallbackKeys)
-		if fk := values["CACHE_FALLBACK_KEY"]; fk != "" {
-			c.FallbackKeys = append(c.FallbackKeys, fk)
+		if fk := vars.value("CACHE_FALLBACK_KEY"); fk != "" {
+			if w := fallbackRefused(fk); w != "" {
+				warnings = append(warnings, w)
+			} else {
+				c.FallbackKeys = append(c.FallbackKeys, fk)
+			}
 		}
 	}
+	return slices.Compact(warnings)
+}
+
+// fallbackRefused says why CACHE_FALLBACK_KEY may not be used, or "". A
+// key ending in -protected names the cache GitLab keeps apart for
+// protected branches: a job of an unprotected branch must not restore it
+// through the fallback, so gitlab-runner refuses it (shells/abstract.go),
+// trailing dots and spaces ignored.
+func fallbackRefused(key string) string {
+	const blocked = "-protected"
+	if strings.HasSuffix(strings.TrimRight(key, ". "), blocked) {
+		return fmt.Sprintf("CACHE_FALLBACK_KEY %q not allowed to end in %q", key, blocked)
+	}
+	return ""
+}
+
+// expandImages expands image and service names; they are needed before
+// the rest of the variables (CI_JOB_IMAGE).
+func expandImages(p *jobPayload, vars jobVars) {
 	if p.Image != nil {
-		p.Image.Name = ex(p.Image.Name)
+		p.Image.Name = vars.expand(p.Image.Name)
 	}
 	for i := range p.Services {
-		p.Services[i].Name = ex(p.Services[i].Name)
+		p.Services[i].Name = vars.expand(p.Services[i].Name)
 	}
 }
 
-// expandString expands $VAR and ${VAR} in s from values, as the runner
-// does; unknown names become empty and $$ is a literal $.
-func expandString(s string, values map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
+// resolvePayloadMarks puts the builds dir, once known, in the artifact
+// and cache paths that named $CI_BUILDS_DIR or $CI_PROJECT_DIR.
+func resolvePayloadMarks(p *jobPayload, builds string) {
+	all := func(ss []string) {
+		for i := range ss {
+			ss[i] = resolveMarks(ss[i], builds)
+		}
 	}
-	const dollar = "\x00dollar"
-	s = strings.ReplaceAll(s, "$$", dollar)
-	out := os.Expand(s, func(name string) string { return values[name] })
-	return strings.ReplaceAll(out, dollar, "$")
+	for i := range p.Artifacts {
+		a := &p.Artifacts[i]
+		a.Name = resolveMarks(a.Name, builds)
+		all(a.Paths)
+		all(a.Exclude)
+	}
+	for i := range p.Cache {
+		c := &p.Cache[i]
+		c.Key = resolveMarks(c.Key, builds)
+		all(c.Paths)
+		all(c.FallbackKeys)
+	}
 }

@@ -112,7 +112,7 @@ func TestFeaturesAdvertisedAreImplemented(t *testing.T) {
 	// Aliases: comma or space separated, passed on as a list.
 	var p jobPayload
 	_ = json.Unmarshal([]byte(`{"image":"busybox","services":[{"name":"postgres:16","alias":"db, pg  sql"}]}`), &p)
-	if _, svcs := payloadImage(&p); len(svcs) != 1 || svcs[0].Alias != "db,pg,sql" {
+	if _, svcs := payloadImage(&p, nil); len(svcs) != 1 || svcs[0].Alias != "db,pg,sql" {
 		t.Errorf("services = %+v", svcs)
 	}
 }

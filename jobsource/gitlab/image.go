@@ -62,7 +62,7 @@ func pullPolicy(im *jobImage, allowed []string) (string, error) {
 }
 
 // payloadImage passes the job's image, services and registry logins on.
-func payloadImage(p *jobPayload) (*jobsource.Image, []jobsource.Service) {
+func payloadImage(p *jobPayload, vars jobVars) (*jobsource.Image, []jobsource.Service) {
 	var im *jobsource.Image
 	if p.Image != nil && p.Image.Name != "" {
 		im = &jobsource.Image{Name: p.Image.Name, Entrypoint: p.Image.Entrypoint, User: p.Image.ExecutorOpts.Docker.User}
@@ -78,29 +78,32 @@ func payloadImage(p *jobPayload) (*jobsource.Image, []jobsource.Service) {
 		// service_multiple_aliases); the job runner takes commas.
 		alias := strings.Join(strings.FieldsFunc(s.Alias, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }), ",")
 		svcs = append(svcs, jobsource.Service{Name: s.Name, Alias: alias, Command: s.Command, Entrypoint: s.Entrypoint,
-			Variables: serviceEnv(p.Variables, s.Variables), User: s.ExecutorOpts.Docker.User})
+			Variables: serviceEnv(vars, s.Variables), User: s.ExecutorOpts.Docker.User})
 	}
 	return im, svcs
 }
 
-// serviceEnv is a service's environment as GitLab Runner builds it: the
-// job's public variables, then the service's own (services: variables),
-// which win, all expanded against that list. File variables are left out:
-// their file lies in the job's temp dir, which a service does not see; so
-// are names a shell cannot hold.
-func serviceEnv(job, own []jobVariable) []string {
-	var all []jobVariable
-	for _, v := range job {
-		if v.Public && !v.File {
-			all = append(all, v)
-		}
-	}
-	all = append(all, own...)
+// serviceEnv is a service's environment as GitLab Runner builds it
+// (GetServiceVariables): the job's public and runner-set variables as the
+// job sees them, then the service's own (services: variables), which win,
+// expanded against all of the job's variables and the service's. File
+// variables are left out: their file lies in the job's temp dir, which a
+// service does not see; so are names a shell cannot hold.
+func serviceEnv(job jobVars, own []jobVariable) []string {
 	var env []string
-	for _, v := range expandVariables(all) {
-		if validName(v.Key) {
+	add := func(v jobVariable) {
+		if validName(v.Key) && !v.File && !strings.Contains(v.Value, buildsDirMark) {
 			env = append(env, v.Key+"="+v.Value)
 		}
+	}
+	for _, v := range job {
+		if v.Public {
+			add(v)
+		}
+	}
+	source := append(append(jobVars(nil), job...), own...)
+	for _, v := range jobVars(own).expandWith(source) {
+		add(v)
 	}
 	return env
 }

@@ -22,7 +22,7 @@ func TestPayloadImageAndServicesReachTheSpec(t *testing.T) {
 	if err := json.Unmarshal([]byte(imagePayload), &p); err != nil {
 		t.Fatal(err)
 	}
-	spec := buildSpec(&p, "", "1/group/project", "tmp")
+	spec := buildSpec(&p, newJobVars(p.Variables, runnerEnv{projectRel: "1/group/project", tmpName: "tmp"}), "", "1/group/project", "tmp")
 	im := spec.Image
 	if im == nil || im.Name != "registry.example.com/team/app:1" || len(im.Entrypoint) != 1 || im.Entrypoint[0] != "" {
 		t.Fatalf("image = %+v", im)
@@ -58,7 +58,7 @@ func TestServiceOptionsFromThePayload(t *testing.T) {
 	if err := json.Unmarshal([]byte(payload), &p); err != nil {
 		t.Fatal(err)
 	}
-	spec := buildSpec(&p, "", "1/group/project", "tmp")
+	spec := buildSpec(&p, newJobVars(p.Variables, runnerEnv{projectRel: "1/group/project", tmpName: "tmp"}), "", "1/group/project", "tmp")
 	if spec.Image == nil || spec.Image.User != "builder" {
 		t.Fatalf("image = %+v, want user builder", spec.Image)
 	}

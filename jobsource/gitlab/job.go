@@ -54,8 +54,11 @@ type Job struct {
 	// they are unusable.
 	git     gitOptions
 	gitErr  error
-	tmpName string // the job's temp dir in the builds dir (spec.go)
-	pullErr error  // the job's image:pull_policy is not allowed
+	tmpName string  // the job's temp dir in the builds dir (spec.go)
+	vars    jobVars // the job's variables, expanded (variables.go)
+	// cacheWarnings go to the restore_cache section (expand.go).
+	cacheWarnings []string
+	pullErr       error // the job's image:pull_policy is not allowed
 	// failed says why Prepare failed, in GitLab's terms (failure.go).
 	failed atomic.Pointer[prepareError]
 }
@@ -74,16 +77,35 @@ var (
 )
 
 func newJob(s *Source, p *jobPayload) *Job {
-	expandPayload(p)
+	tmpName := fmt.Sprintf("berth-gitlab-%d-%s", p.ID, randomString(8))
+	env := runnerEnv{version: s.cfg.Version, tmpName: tmpName, timeout: jobTimeout(p), caChain: s.cfg.CAChain}
+	env.concurrent, env.projectSlot = s.takeSlot(p.ID, p.JobInfo.ProjectID)
+	if (p.Image == nil || p.Image.Name == "") && s.cfg.DefaultImage != "" {
+		// The source's image, as gitlab-runner's [runners.docker] image.
+		p.Image = &jobImage{Name: s.cfg.DefaultImage}
+	}
+	// Image names first: CI_JOB_IMAGE is the expanded one. Then the git
+	// options, which place the project dir (GIT_CLONE_PATH), then the
+	// variables the job sees.
+	expandImages(p, newJobVars(p.Variables, env))
+	if p.Image != nil {
+		env.image = p.Image.Name
+	}
+	git, gitErr := gitOptionsOf(p, newJobVars(p.Variables, env))
+	env.projectRel = projectRel(p, git)
+	vars := newJobVars(p.Variables, env)
+	cacheWarnings := expandPayload(p, vars)
 	var secrets []string
-	expanded := expandVariables(p.Variables)
-	for i, v := range p.Variables {
-		if v.Masked {
-			secrets = append(secrets, v.Value, expanded[i].Value)
+	for _, vs := range [][]jobVariable{p.Variables, vars} { // as sent and as expanded
+		for _, v := range vs {
+			if v.Masked {
+				secrets = append(secrets, v.Value)
+			}
 		}
 	}
-	// The job token gives access to the project; GitLab masks it too.
-	secrets = append(secrets, p.Token)
+	// The job token gives access to the project; GitLab masks it too, and
+	// berth's git credentials carry it (sources.go).
+	secrets = append(secrets, p.Token, tokenHeaderSecret(p))
 	// The runner token never goes to an instance (it travels only in
 	// berth's own requests to GitLab), but should a job find it anyway, in
 	// a file or a process it can read, its log must not carry it to
@@ -102,13 +124,13 @@ func newJob(s *Source, p *jobPayload) *Job {
 		stopLoop:    cancel,
 		loopDone:    make(chan struct{}),
 		cancelCh:    make(chan jobsource.CancelRequest, 1),
-		masker:      newMasker(secrets),
+		masker:      newMasker(secrets, p.Features.TokenMaskPrefixes),
 		interval:    s.cfg.UpdateInterval,
 		lastContact: time.Now(),
 	}
-	j.git, j.gitErr = gitOptionsOf(p, expanded)
-	j.tmpName = fmt.Sprintf("berth-gitlab-%d-%s", p.ID, randomString(8))
-	j.spec = buildSpec(p, s.cfg.BuildsDir, j.projectRel(), j.tmpName)
+	j.git, j.gitErr, j.vars, j.cacheWarnings = git, gitErr, vars, cacheWarnings
+	j.tmpName = tmpName
+	j.spec = buildSpec(p, vars, s.cfg.BuildsDir, env.projectRel, tmpName)
 	if j.spec.Image != nil {
 		j.spec.Image.PullPolicy, j.pullErr = pullPolicy(p.Image, s.cfg.AllowedPullPolicies)
 	}

@@ -91,6 +91,7 @@ func (s *Source) ledgerDone(id int64) {
 func (s *Source) released(id int64) {
 	s.mu.Lock()
 	delete(s.mine, id)
+	delete(s.slots, id) // slots.go
 	s.mu.Unlock()
 }
 

@@ -52,7 +52,7 @@ func TestMaskerEverySplit(t *testing.T) {
 	want := "a [MASKED], a [MASKED] one and [MASKED]s"
 	for i := 0; i <= len(in); i++ {
 		for k := i; k <= len(in); k++ {
-			m := newMasker([]string{"secret", "secret-longer", ""})
+			m := newMasker([]string{"secret", "secret-longer", ""}, nil)
 			got := string(m.write([]byte(in[:i]))) + string(m.write([]byte(in[i:k]))) +
 				string(m.write([]byte(in[k:]))) + string(m.flush())
 			if got != want {
@@ -62,9 +62,30 @@ func TestMaskerEverySplit(t *testing.T) {
 	}
 }
 
-// A file variable becomes a file whose path is the variable's value.
+// Tokens are masked by their prefix whatever the split, as gitlab-runner's
+// token sanitizer does: glpat- always, and the prefixes GitLab sends in
+// features.token_mask_prefixes; the prefix stays, the rest goes, and a
+// prefix with nothing after it is left alone.
+func TestTokenPrefixesMaskedEverySplit(t *testing.T) {
+	const in = "pat glpat-Ab_c.d=9 and mytoken:xyz-1, glpat- alone, glpat\n end glpat-tail"
+	want := "pat glpat-[MASKED] and mytoken:[MASKED], glpat- alone, glpat\n end glpat-[MASKED]"
+	for i := 0; i <= len(in); i++ {
+		for k := i; k <= len(in); k++ {
+			m := newMasker(nil, []string{"mytoken:", "glpat-"})
+			got := string(m.write([]byte(in[:i]))) + string(m.write([]byte(in[i:k]))) +
+				string(m.write([]byte(in[k:]))) + string(m.flush())
+			if got != want {
+				t.Fatalf("split at %d,%d: got %q, want %q", i, k, got, want)
+			}
+		}
+	}
+}
+
+// A file variable becomes a file whose path is the variable's value; its
+// content is expanded as gitlab-runner does (raw ones: variables_test.go).
 func TestFileVariable(t *testing.T) {
-	content := "line one\nit's $NOT_EXPANDED\n"
+	content := "line one\nit's $$NOT_EXPANDED\n"
+	want := "line one\nit's $NOT_EXPANDED\n"
 	out := t.TempDir() + "/copy"
 	f := newFake(t, gitlabfake.Options{})
 	id := f.AddJob(gitlabfake.JobSpec{
@@ -83,8 +104,8 @@ func TestFileVariable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != content {
-		t.Errorf("file variable content = %q, want %q", got, content)
+	if string(got) != want {
+		t.Errorf("file variable content = %q, want %q", got, want)
 	}
 	if !strings.Contains(f.Job(id).Trace(), "it's $NOT_EXPANDED\n") {
 		t.Errorf("trace lacks the file's content:\n%s", f.Job(id).Trace())

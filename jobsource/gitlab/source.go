@@ -39,6 +39,8 @@ type Source struct {
 	// mine holds the jobs handed to this process whose Finish has not
 	// returned: a sweep leaves them to it (ledger.go).
 	mine map[int64]bool
+	// slots numbers the running jobs (slots.go).
+	slots map[int64]jobSlot
 	// abandoned runs FailAbandoned once, at the first Request (ledger.go).
 	abandoned sync.Once
 	// sweeping is held by the FailAbandoned running.

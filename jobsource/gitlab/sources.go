@@ -27,6 +27,9 @@ type gitOptions struct {
 	depth      int
 	submodules string // none, normal or recursive
 	subFlags   []string
+	subPaths   []string // GIT_SUBMODULE_PATHS: the submodules to update; nil for all
+	subDepth   int      // GIT_SUBMODULE_DEPTH; 0 for full history
+	subHTTPS   bool     // GIT_SUBMODULE_FORCE_HTTPS
 	checkout   bool
 	fetchFlags []string
 	cleanFlags []string // nil: no git clean
@@ -66,6 +69,15 @@ func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
 		return o, fmt.Errorf("GIT_SUBMODULE_STRATEGY %q: use none, normal or recursive", s)
 	}
 	o.subFlags = strings.Fields(get("GIT_SUBMODULE_UPDATE_FLAGS"))
+	o.subPaths = strings.Fields(get("GIT_SUBMODULE_PATHS"))
+	if d := get("GIT_SUBMODULE_DEPTH"); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return o, fmt.Errorf("GIT_SUBMODULE_DEPTH %q: use a whole number (0 fetches all history)", d)
+		}
+		o.subDepth = n
+	}
+	o.subHTTPS = get("GIT_SUBMODULE_FORCE_HTTPS") == "true"
 	if get("GIT_CHECKOUT") == "false" {
 		o.checkout = false
 	}
@@ -94,9 +106,9 @@ func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
 			*a.to = n
 		}
 	}
-	// Unexpanded: its $CI_BUILDS_DIR is not a job variable but the runner's.
-	if cp := lastValue(p.Variables, "GIT_CLONE_PATH"); cp != "" {
-		rel, err := clonePath(cp, vars)
+	// Its $CI_BUILDS_DIR expanded to the mark (variables.go).
+	if cp := lastValue(vars, "GIT_CLONE_PATH"); cp != "" {
+		rel, err := clonePath(lastValue(p.Variables, "GIT_CLONE_PATH"), cp)
 		if err != nil {
 			return o, err
 		}
@@ -105,19 +117,9 @@ func gitOptionsOf(p *jobPayload, vars []jobVariable) (gitOptions, error) {
 	return o, nil
 }
 
-// buildsDirMark stands for $CI_BUILDS_DIR while GIT_CLONE_PATH is expanded:
-// the builds dir is known only on the instance.
-const buildsDirMark = "\x00builds"
-
-// clonePath expands GIT_CLONE_PATH and returns it relative to the builds
-// dir. GitLab requires the path to lie under $CI_BUILDS_DIR.
-func clonePath(raw string, vars []jobVariable) (string, error) {
-	values := map[string]string{}
-	for _, v := range vars {
-		values[v.Key] = v.Value
-	}
-	values["CI_BUILDS_DIR"] = buildsDirMark
-	expanded := expandString(raw, values)
+// clonePath returns GIT_CLONE_PATH, expanded, relative to the builds dir.
+// GitLab requires the path to lie under $CI_BUILDS_DIR.
+func clonePath(raw, expanded string) (string, error) {
 	rest, ok := strings.CutPrefix(expanded, buildsDirMark)
 	if !ok || !strings.HasPrefix(rest, "/") {
 		return "", fmt.Errorf("GIT_CLONE_PATH %q must start with $CI_BUILDS_DIR/ (berth's builds dir differs from the docker executor's /builds)", raw)
@@ -130,11 +132,13 @@ func clonePath(raw string, vars []jobVariable) (string, error) {
 }
 
 // projectRel is the project dir relative to the builds dir.
-func (j *Job) projectRel() string {
-	if j.git.clonePath != "" {
-		return j.git.clonePath
+func (j *Job) projectRel() string { return projectRel(j.p, j.git) }
+
+func projectRel(p *jobPayload, o gitOptions) string {
+	if o.clonePath != "" {
+		return o.clonePath
 	}
-	return strconv.FormatInt(j.p.ID, 10) + "/" + projectPath(j.p)
+	return strconv.FormatInt(p.ID, 10) + "/" + projectPath(p)
 }
 
 // getSources fetches the sources into the project dir on the instance,
@@ -142,6 +146,14 @@ func (j *Job) projectRel() string {
 func (j *Job) getSources(ctx context.Context, f jobsource.Files, builds, project string) error {
 	j.sectionStart("get_sources", "Getting source from Git repository")
 	defer j.sectionEnd("get_sources")
+	for _, h := range j.p.Hooks {
+		if len(h.Script) > 0 {
+			// berth's fetch runs outside the job's image, where a job's
+			// commands must not run; said rather than silently skipped.
+			j.writeLine(fmt.Sprintf("\033[0;33mWARNING: hooks: %s is not run by berth (its fetch runs outside the job's image); "+
+				"move those commands into before_script or script\033[0;m", h.Name))
+		}
+	}
 	if j.git.strategy == "none" {
 		j.writeLine("Skipping Git repository setup (GIT_STRATEGY: none)")
 		_, _, err := f.Stream(ctx, "mkdir -p "+shellQuote(project), nil, nil)
@@ -170,6 +182,10 @@ func (j *Job) getSources(ctx context.Context, f jobsource.Files, builds, project
 	return &prepareError{reason: reasonScript, msg: "getting the sources failed: " + err.Error()}
 }
 
+// gitSafe runs git with hooks and fsmonitor off; -c reaches the git
+// processes it starts (submodules) through GIT_CONFIG_PARAMETERS.
+const gitSafe = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false"
+
 // errNoGit is the fetch script's exit code when git is missing.
 const errNoGit = 42
 
@@ -192,20 +208,33 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 		refspecs = []string{g.Sha}
 	}
 	var in strings.Builder
-	for _, v := range expandVariables(j.p.Variables) {
-		if validName(v.Key) && !v.File && !strings.HasPrefix(v.Key, "GIT_CONFIG_") {
-			in.WriteString("export " + v.Key + "=" + shellQuote(v.Value) + "\n")
-		}
-		if v.Key == "GIT_CONFIG_GLOBAL" && !v.File {
-			in.WriteString("export GIT_CONFIG_GLOBAL=" + shellQuote(v.Value) + "\n")
+	in.WriteString("berth_builds=" + shellQuote(builds) + "\n")
+	for _, v := range j.vars {
+		if validName(v.Key) && !v.File && (!strings.HasPrefix(v.Key, "GIT_CONFIG_") || v.Key == "GIT_CONFIG_GLOBAL") {
+			in.WriteString("export " + v.Key + "=" + shellValue(v.Value, "berth_builds") + "\n")
 		}
 	}
-	in.WriteString("export CI_BUILDS_DIR=" + shellQuote(builds) + " CI_PROJECT_DIR=" + shellQuote(project) + "\n")
+	var cfg [][2]string
 	if auth != "" {
 		// Scoped to GitLab's URL, in git's environment rather than its
 		// arguments: never in .git/config, never in a process list.
-		in.WriteString("export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=" + shellQuote("http."+serverBase(clean)+".extraHeader") +
-			" GIT_CONFIG_VALUE_0=" + shellQuote(auth) + "\n")
+		cfg = append(cfg, [2]string{"http." + serverBase(clean) + ".extraHeader", auth})
+	}
+	if o.subHTTPS {
+		// GIT_SUBMODULE_FORCE_HTTPS: submodules on GitLab's host given by
+		// SSH URL are fetched over HTTPS, with the job token.
+		if u, err := url.Parse(clean); err == nil && u.Hostname() != "" {
+			base := serverBase(clean)
+			cfg = append(cfg, [2]string{"url." + base + ".insteadOf", "git@" + u.Hostname() + ":"},
+				[2]string{"url." + base + ".insteadOf", "ssh://git@" + u.Hostname() + "/"})
+		}
+	}
+	if len(cfg) > 0 {
+		in.WriteString("export GIT_CONFIG_COUNT=" + strconv.Itoa(len(cfg)))
+		for i, kv := range cfg {
+			in.WriteString(fmt.Sprintf(" GIT_CONFIG_KEY_%d=%s GIT_CONFIG_VALUE_%d=%s", i, shellQuote(kv[0]), i, shellQuote(kv[1])))
+		}
+		in.WriteString("\n")
 	}
 
 	var b strings.Builder
@@ -224,10 +253,30 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 		echo("Fetching changes...")
 	}
 	line("mkdir -p " + d + " && cd " + d)
-	line(`if [ -d .git ]; then rm -f .git/index.lock .git/shallow.lock .git/HEAD.lock; echo "Reinitialized existing Git repository in $PWD/.git/"; ` +
-		`else git -c init.defaultBranch=main init -q . && echo "Created fresh repository."; fi`)
-	line("git remote set-url origin " + shellQuote(clean) + " 2>/dev/null || git remote add origin " + shellQuote(clean))
-	fetch := "git fetch --no-tags"
+	// What an earlier or concurrent job left in .git must run no code
+	// here, outside the job's image and with the job token at hand: a
+	// .git that is not a plain directory is removed, and so are the
+	// hooks, the repository's config (core.hooksPath, core.fsmonitor,
+	// core.sshCommand, filters, includes) and the submodules' git dirs;
+	// every git below runs with hooks and fsmonitor off whatever config
+	// appears meanwhile.
+	line(`if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then rm -rf .git; fi`)
+	// The repository's object format (sha256 repositories), given to
+	// the re-init too: its config, which said so, is gone.
+	initCmd := gitSafe + " -c init.defaultBranch=main init -q"
+	if f := g.RepoObjectFormat; f != "" && f != "sha1" {
+		initCmd += " --object-format=" + shellQuote(f)
+	}
+	line(`if [ -d .git ]; then rm -rf .git/hooks .git/config .git/modules .git/info/attributes .git/index.lock .git/shallow.lock .git/HEAD.lock; ` +
+		initCmd + ` . && echo "Reinitialized existing Git repository in $PWD/.git/"; ` +
+		`else ` + initCmd + ` . && echo "Created fresh repository."; fi`)
+	line(gitSafe + " remote add origin " + shellQuote(clean))
+	if cred := credentialsFile(builds, j.tmpName); auth != "" {
+		// The job's own git reaches the project's GitLab with the job
+		// token while the job runs (scriptPrelude writes the file).
+		line(gitSafe + " config --local include.path " + shellQuote(cred))
+	}
+	fetch := gitSafe + " fetch --no-tags"
 	for _, f := range o.fetchFlags {
 		fetch += " " + shellQuote(f)
 	}
@@ -245,9 +294,9 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 		return b.String(), in.String()
 	}
 	echo(fmt.Sprintf("Checking out %s as detached HEAD (ref is %s)...", shortSha(g.Sha), g.Ref))
-	line("git -c advice.detachedHead=false checkout -f -q " + shellQuote(g.Sha))
+	line(gitSafe + " -c advice.detachedHead=false checkout -f -q " + shellQuote(g.Sha))
 	if len(o.cleanFlags) > 0 {
-		line("git clean " + quoteAll(o.cleanFlags))
+		line(gitSafe + " clean " + quoteAll(o.cleanFlags))
 	}
 	switch o.submodules {
 	case "none":
@@ -258,14 +307,22 @@ func (j *Job) fetchScript(builds, project string) (script, input string) {
 			rec = " --recursive"
 		}
 		echo("Updating/initializing submodules" + strings.ReplaceAll(rec, " --", " ") + "...")
-		line("git submodule sync" + rec)
-		upd := "git submodule update --init" + rec
+		paths := ""
+		if len(o.subPaths) > 0 {
+			// GitLab's GIT_SUBMODULE_PATHS: paths, or :(exclude) pathspecs.
+			paths = " -- " + quoteAll(o.subPaths)
+		}
+		line(gitSafe + " submodule sync" + rec + paths)
+		upd := gitSafe + " submodule update --init" + rec
+		if o.subDepth > 0 {
+			upd += " --depth " + strconv.Itoa(o.subDepth)
+		}
 		if len(o.subFlags) > 0 {
 			upd += " " + quoteAll(o.subFlags)
 		}
-		line(upd)
+		line(upd + paths)
 		if len(o.cleanFlags) > 0 {
-			line("git submodule foreach" + rec + " git clean " + quoteAll(o.cleanFlags))
+			line(gitSafe + " submodule foreach" + rec + " git clean " + quoteAll(o.cleanFlags))
 		}
 	}
 	return b.String(), in.String()
@@ -300,4 +357,37 @@ func lastValue(vars []jobVariable, k string) string {
 		}
 	}
 	return v
+}
+
+// credentialsFile is the git config file in the job's temp dir that gives
+// the job's own git the job token for the project's GitLab; it goes with
+// the temp dir when the job ends.
+func credentialsFile(builds, tmpName string) string {
+	return path.Join(builds, "."+tmpName, credentialsName)
+}
+
+// credentialsName is that file's name in the job's temp dir.
+const credentialsName = "git-credentials.conf"
+
+// credentialsConfig is that file's content: GitLab's URL rewritten to
+// carry the job token, as gitlab-runner's insteadOf rule; "" when the
+// repository is not reached over http(s).
+func credentialsConfig(p *jobPayload) string {
+	clean, auth := repoAccess(p)
+	if auth == "" {
+		return ""
+	}
+	u, err := url.Parse(serverBase(clean))
+	if err != nil {
+		return ""
+	}
+	u.User = url.UserPassword("gitlab-ci-token", p.Token)
+	return "[url " + strconv.Quote(u.String()) + "]\n\tinsteadOf = " + serverBase(clean) + "\n"
+}
+
+// tokenHeaderSecret is the base64 credentials of the fetch's header, which
+// a job printing its git configuration must not show either.
+func tokenHeaderSecret(p *jobPayload) string {
+	_, auth := repoAccess(p)
+	return strings.TrimPrefix(auth, "Authorization: Basic ")
 }

@@ -3,7 +3,6 @@ package gitlab
 import (
 	"encoding/base64"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,24 +21,6 @@ import (
 // shellQuote quotes s for POSIX shells: it wraps s in single quotes and writes each single quote inside as: close quote, backslash and quote, reopen quote.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// expandVariables resolves $VAR and ${VAR} references in non-raw variables
-// against the job's own variables, as gitlab-runner does before a job runs;
-// raw variables are taken literally. Unknown references become empty.
-func expandVariables(vars []jobVariable) []jobVariable {
-	values := map[string]string{}
-	for _, v := range vars {
-		values[v.Key] = v.Value
-	}
-	out := make([]jobVariable, len(vars))
-	for i, v := range vars {
-		if !v.Raw && !v.File {
-			v.Value = os.Expand(v.Value, func(name string) string { return values[name] })
-		}
-		out[i] = v
-	}
-	return out
 }
 
 var unsafePathChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
@@ -104,26 +85,21 @@ func stepScript(p *jobPayload, name string) (jobStep, bool) {
 // buildSpec turns a GitLab job into what the manager runs. The sources,
 // caches and dependencies' artifacts are in place before the script starts
 // (Prepare, stage.go), so the script only enters the project dir.
-func buildSpec(p *jobPayload, buildsDir, projectRel, tmpName string) jobsource.Spec {
+func buildSpec(p *jobPayload, vars jobVars, buildsDir, projectRel, tmpName string) jobsource.Spec {
 	script, _ := stepScript(p, "script")
 	after, hasAfter := stepScript(p, "after_script")
-
-	timeout := time.Duration(p.RunnerInfo.Timeout) * time.Second
-	if timeout <= 0 {
-		timeout = time.Duration(script.Timeout) * time.Second
-	}
-
-	vars := expandVariables(p.Variables)
-	prelude := scriptPrelude(vars, projectRel)
+	prelude := scriptPrelude(vars, projectRel, credentialsConfig(p))
 
 	var main strings.Builder
 	main.WriteString(prelude)
 	// Record how the script ended for after_script's CI_JOB_STATUS; a job
 	// killed before the trap runs is reported as canceled.
 	main.WriteString(`trap 'berth_rc=$?; if [ "$berth_rc" -eq 0 ]; then berth_st=success; else berth_st=failed; fi; printf %s "$berth_st" > "$berth_tmp/status"; printf '"'"'section_end:%s:step_script\r\033[0K\n'"'"' "$(date +%s)"' EXIT` + "\n")
-	main.WriteString(`mkdir -p "$CI_PROJECT_DIR"` + "\n")
-	main.WriteString(`cd "$CI_PROJECT_DIR"` + "\n")
+	main.WriteString(`mkdir -p "$berth_project"` + "\n")
+	main.WriteString(`cd "$berth_project"` + "\n")
 	main.WriteString(sectionLine("start", "step_script", "Executing \"step_script\" stage of the job script"))
+	debug := debugTrace(vars)
+	main.WriteString(debug)
 	writeCommands(&main, script.Script)
 
 	var post strings.Builder
@@ -137,23 +113,25 @@ func buildSpec(p *jobPayload, buildsDir, projectRel, tmpName string) jobsource.S
 		post.WriteString(`trap 'cd /; rm -rf "$berth_tmp"; printf '"'"'section_end:%s:after_script\r\033[0K\n'"'"' "$(date +%s)"' EXIT` + "\n")
 	}
 	post.WriteString(`CI_JOB_STATUS=$(cat "$berth_tmp/status" 2>/dev/null || echo canceled); export CI_JOB_STATUS` + "\n")
-	post.WriteString(`cd "$CI_PROJECT_DIR" 2>/dev/null || cd "$berth_tmp"` + "\n")
+	post.WriteString(`cd "$berth_project" 2>/dev/null || cd "$berth_tmp"` + "\n")
 	if hasAfter && len(after.Script) > 0 {
 		post.WriteString(sectionLine("start", "after_script", "Running after_script"))
+		post.WriteString(debug)
 		writeCommands(&post, after.Script)
 	}
 
 	spec := jobsource.Spec{
 		Script:  launcher(buildsDir, tmpName, main.String()),
-		Timeout: timeout,
+		Timeout: jobTimeout(p),
 	}
 	if hasAfter && len(after.Script) > 0 {
 		// Without after_script nothing runs after the script: its temp
 		// dir (file variables) goes with the builds dir in Collect, and an
 		// image job does not start its image a second time.
 		spec.AfterScript = launcher(buildsDir, tmpName, post.String())
+		spec.AfterScriptTimeout = afterScriptTimeout(vars)
 	}
-	spec.Image, spec.Services = payloadImage(p)
+	spec.Image, spec.Services = payloadImage(p, vars)
 	if spec.Image != nil && buildsDir != "" {
 		// The default builds dir lies in the instance's working directory,
 		// which the job's root always gets; a configured one is bound too.
@@ -162,18 +140,63 @@ func buildSpec(p *jobPayload, buildsDir, projectRel, tmpName string) jobsource.S
 	return spec
 }
 
+// debugTrace is what CI_DEBUG_TRACE=true adds before a step's commands:
+// the shell prints each command as it runs, as gitlab-runner's bash shell
+// does, after a warning; the log's masking still applies.
+func debugTrace(vars jobVars) string {
+	if v := lastValue(vars, "CI_DEBUG_TRACE"); v != "true" && v != "1" {
+		return ""
+	}
+	return "printf '\\033[0;33mWARNING: CI_DEBUG_TRACE is set: the log shows each command as it runs, variables expanded (masked values stay masked)\\033[0;m\\n'\nset -x\n"
+}
+
+// afterScriptTimeout is RUNNER_AFTER_SCRIPT_TIMEOUT (a Go duration, as
+// gitlab-runner reads it); 0, the manager's default of 5 minutes, when
+// unset or not a positive duration.
+func afterScriptTimeout(vars jobVars) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(lastValue(vars, "RUNNER_AFTER_SCRIPT_TIMEOUT")))
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
+}
+
+// jobTimeout is the job's timeout: runner_info's, else its script step's.
+func jobTimeout(p *jobPayload) time.Duration {
+	if t := time.Duration(p.RunnerInfo.Timeout) * time.Second; t > 0 {
+		return t
+	}
+	script, _ := stepScript(p, "script")
+	return time.Duration(script.Timeout) * time.Second
+}
+
 // scriptPrelude sets the shell options, the job's temp dir ($1), the
-// builds dir ($2) and the variables, in that order, for both the script
-// and after_script.
-func scriptPrelude(vars []jobVariable, projectRel string) string {
+// builds dir ($2), the project dir and the variables, in that order, for
+// both the script and after_script, then loads what earlier steps wrote to
+// GITLAB_ENV, as gitlab-runner does before each step. creds is the git
+// config the checkout includes (sources.go credentialsFile): it exists
+// while a step runs, and after_script's end removes it with the temp dir.
+func scriptPrelude(vars jobVars, projectRel, creds string) string {
 	var b strings.Builder
 	b.WriteString("set -e\n")
 	b.WriteString(`if [ -n "${BASH_VERSION:-}" ]; then set -o pipefail; fi` + "\n")
 	b.WriteString(`berth_tmp=$1` + "\n")
-	b.WriteString(`CI_BUILDS_DIR=$2` + "\n")
-	b.WriteString(`CI_PROJECT_DIR="$CI_BUILDS_DIR/"` + shellQuote(projectRel) + "\n")
-	b.WriteString("CI_SERVER=yes\n")
-	b.WriteString("export CI_BUILDS_DIR CI_PROJECT_DIR CI_SERVER\n")
+	b.WriteString(`berth_builds=$2` + "\n")
+	b.WriteString(`berth_project="$berth_builds/"` + shellQuote(projectRel) + "\n")
+	writeExports(&b, vars, "berth_builds")
+	if creds != "" {
+		b.WriteString("(umask 077 && printf '%s' " + shellQuote(creds) + ` > "$berth_tmp/` + credentialsName + `")` + "\n")
+	}
+	b.WriteString(`touch "$berth_tmp/` + gitlabEnvFile + `"` + "\n")
+	b.WriteString(`while IFS= read -r berth_line; do case $berth_line in [A-Za-z_]*=*) export "$berth_line";; esac; done < "$berth_tmp/` + gitlabEnvFile + `"` + "\n")
+	return b.String()
+}
+
+// writeExports exports vars in order, so a later definition wins; a file
+// variable's content goes to its file in the job's temp dir and the
+// variable holds the path. buildsVar is the shell variable holding the
+// builds dir.
+func writeExports(b *strings.Builder, vars jobVars, buildsVar string) {
 	for _, v := range vars {
 		if !validName(v.Key) {
 			// Not a shell name, so it cannot be exported; gitlab-runner
@@ -181,15 +204,13 @@ func scriptPrelude(vars []jobVariable, projectRel string) string {
 			continue
 		}
 		if v.File {
-			// A file variable's value is the path of a file holding its content.
 			path := `"$berth_tmp/` + v.Key + `"`
-			b.WriteString("printf '%s' " + shellQuote(v.Value) + " > " + path + "\n")
+			b.WriteString("printf '%s' " + shellValue(v.Value, buildsVar) + " > " + path + "\n")
 			b.WriteString("export " + v.Key + "=" + path + "\n")
 			continue
 		}
-		b.WriteString("export " + v.Key + "=" + shellQuote(v.Value) + "\n")
+		b.WriteString("export " + v.Key + "=" + shellValue(v.Value, buildsVar) + "\n")
 	}
-	return b.String()
 }
 
 var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

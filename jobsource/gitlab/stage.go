@@ -45,6 +45,7 @@ func (j *Job) buildDirs(ctx context.Context, f jobsource.Files) (builds, project
 		builds = out.String()
 	}
 	project = path.Join(builds, j.projectRel())
+	resolvePayloadMarks(j.p, builds)
 	j.dirs = [2]string{builds, project}
 	return builds, project, nil
 }
@@ -105,6 +106,11 @@ func (j *Job) prepareDirs(ctx context.Context, f jobsource.Files) error {
 			return &prepareError{reason: reasonConfiguration, msg: err.Error()}
 		}
 	}
+	if j.spec.Image == nil && j.src.cfg.RefuseShellJobs {
+		return &prepareError{reason: reasonConfiguration, msg: "the job names no image and would run in the instance's shell, " +
+			"outside [images] allowed_images: give the job an image: from allowed_images, set image in the [[source]] of berth.toml " +
+			"(the default image, as gitlab-runner's [runners.docker] image), or set allow_shell_jobs = true there to allow shell jobs"}
+	}
 	if err := j.unsupported(); err != nil {
 		return &prepareError{reason: reasonUnsupported, msg: err.Error()}
 	}
@@ -120,6 +126,9 @@ func (j *Job) prepareDirs(ctx context.Context, f jobsource.Files) error {
 	}
 	if len(j.p.Cache) > 0 {
 		j.sectionStart("restore_cache", "Restoring cache")
+		for _, w := range j.cacheWarnings {
+			j.writeLine("\033[0;33mWARNING: " + w + "\033[0;m")
+		}
 		for _, c := range j.p.Cache {
 			j.restoreCache(ctx, f, c, project)
 		}
