@@ -75,6 +75,9 @@ type Options struct {
 	// CREATING, with a name and URL but no id and no instanceStatus
 	// (stockout.go).
 	CreationLag time.Duration
+	// Stockout starts the project in a stockout with this error code (see
+	// Cloud.Stockout).
+	Stockout string
 	// AgentDelay is how long after an instance first runs its guest
 	// agent publishes the SSH host keys in its guest attributes.
 	AgentDelay time.Duration
@@ -168,7 +171,7 @@ func New(opts Options) (*Cloud, error) {
 	}
 	c := &Cloud{opts: opts, instances: map[string]*Instance{}, ops: map[string]*operation{}, requests: map[string]string{},
 		throttle: map[string][]int{}, denied: map[string]bool{}, failOps: map[string]int{}, calls: map[string]int{},
-		tokens: map[string]bool{}, now: opts.Clock}
+		tokens: map[string]bool{}, now: opts.Clock, stockout: opts.Stockout}
 	if c.now == nil {
 		c.now = time.Now
 	}

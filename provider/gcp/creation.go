@@ -39,6 +39,36 @@ var (
 	ErrCreation = errors.New("gcp: instance creation failed")
 )
 
+// Backoff after a creation failure: Increase answers with the failure
+// without calling Google until it passes, so that berth asking again at
+// once does not spend the project's API quota on resizes that fail; it
+// doubles up to creationBackoffMax and ends at the first success.
+const (
+	creationBackoffFirst = 10 * time.Second
+	creationBackoffMax   = 2 * time.Minute
+)
+
+// backoff is the state of the creation backoff.
+type backoff struct {
+	until time.Time
+	wait  time.Duration
+	err   error
+}
+
+// failed starts or doubles the backoff after err.
+func (b *backoff) failed(now time.Time, err error) {
+	b.wait = min(max(b.wait*2, creationBackoffFirst), creationBackoffMax)
+	b.until, b.err = now.Add(b.wait), err
+}
+
+// active returns the last failure while the backoff lasts.
+func (b *backoff) active(now time.Time) error {
+	if b.err == nil || !now.Before(b.until) {
+		return nil
+	}
+	return fmt.Errorf("%w (asking again after %s)", b.err, b.until.Format(time.RFC3339))
+}
+
 // DefaultCreationCheck is how long Increase watches the new members for
 // a first attempt that failed; see Config.CreationCheck.
 const DefaultCreationCheck = 30 * time.Second
@@ -175,6 +205,7 @@ func (g *Group) dropFailedSeen(ctx context.Context, mis []*computepb.ManagedInst
 	}
 	defer g.scaleMu.Unlock()
 	cerr := creationError(failed)
+	g.creation.failed(g.now(), cerr)
 	if err := g.dropFailed(ctx, failed); err != nil {
 		g.log.Warn("members fail to be created, and lowering the target size failed; trying again at the next listing", "failed", len(failed), "err", err, "creation_error", cerr)
 		return

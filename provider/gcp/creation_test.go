@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-ci/berth/internal/gcpfake"
 	"github.com/berth-ci/berth/provider"
@@ -17,6 +18,8 @@ import (
 func TestQuotaShortageIsReportedAndTheTargetGivenBack(t *testing.T) {
 	cloud, key, sa := fakeGCP(t, gcpfake.Options{})
 	g, _ := newGroup(t, cloud, key, sa, map[string]any{"max_size": 5})
+	clk := &manualClock{t: time.Now()}
+	g.now = clk.now
 	cloud.Stockout(gcpfake.CodeQuota)
 	n, err := g.Increase(ctx, 3)
 	if n != 0 || !errors.Is(err, ErrQuota) || !errors.Is(err, provider.ErrTransient) || !strings.Contains(err.Error(), "Quota 'CPUS' exceeded") {
@@ -25,10 +28,17 @@ func TestQuotaShortageIsReportedAndTheTargetGivenBack(t *testing.T) {
 	if s := cloud.Group(); s.TargetSize != 0 || s.Failing != 0 {
 		t.Errorf("group %+v after the failed increase; want the target given back and no member left to create later", s)
 	}
+	// Asked again at once, it answers with the failure without a resize
+	// that would fail too, until its backoff passed.
+	resizes := cloud.Calls("instanceGroupManagers.resize")
+	if n, err := g.Increase(ctx, 1); n != 0 || !errors.Is(err, ErrQuota) || cloud.Calls("instanceGroupManagers.resize") != resizes {
+		t.Errorf("Increase(1) right after the failure = %d, %v with %d more resizes; want the failure again and no resize", n, err, cloud.Calls("instanceGroupManagers.resize")-resizes)
+	}
 	cloud.Stockout("")
 	if s := cloud.Group(); s.Live != 0 {
 		t.Errorf("group %+v once the quota allows: instances nobody asked for any more were created", s)
 	}
+	clk.advance(creationBackoffFirst)
 	if n, err := g.Increase(ctx, 2); n != 2 || err != nil {
 		t.Errorf("Increase(2) after the shortage = %d, %v; want 2, nil", n, err)
 	}
@@ -71,7 +81,7 @@ func TestMemberFailingLaterIsGivenBackByUpdate(t *testing.T) {
 // for it (creation_check) instead of reporting it, and it is reported
 // once it has one.
 func TestMemberWithoutIDYetIsComing(t *testing.T) {
-	cloud, key, sa := fakeGCP(t, gcpfake.Options{CreationLag: 800 * 1e6})
+	cloud, key, sa := fakeGCP(t, gcpfake.Options{CreationLag: 800 * time.Millisecond})
 	g, _ := newGroup(t, cloud, key, sa, nil)
 	if n, err := g.Increase(ctx, 1); n != 1 || err != nil {
 		t.Fatalf("Increase(1) = %d, %v", n, err)

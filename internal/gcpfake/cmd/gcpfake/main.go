@@ -61,7 +61,7 @@ func main() {
 	}
 	cloud, err := gcpfake.New(gcpfake.Options{Project: *project, Zone: *zone, Region: *region, Group: *group,
 		AuthorizedKey: authorized, MachineType: *machineType, Spot: *spot, BootTime: *boot, ListingLag: *lag,
-		StopTime: *stop, OperationTime: *opTime, PageSize: *pageSize, CreationLag: *creationLag, Dir: filepath.Join(*dir, "instances")})
+		StopTime: *stop, OperationTime: *opTime, PageSize: *pageSize, CreationLag: *creationLag, Stockout: *stockout, Dir: filepath.Join(*dir, "instances")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,7 +88,6 @@ func main() {
 	}
 	fmt.Printf("%s\n", cfg)
 	if *stockout != "" {
-		cloud.Stockout(*stockout)
 		if *stockoutFor > 0 {
 			time.AfterFunc(*stockoutFor, func() { cloud.Stockout("") })
 		}
