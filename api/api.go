@@ -149,6 +149,10 @@ const (
 	// WaitLeadership: this berth may not take jobs now (under [ha] it is
 	// not, or no longer sure it is, the leader).
 	WaitLeadership = "leadership"
+	// WaitCapacity: the provider failed to create instances (a quota,
+	// a cloud out of capacity, the group at its max_size); berth asks
+	// again, and the detail names the provider's error.
+	WaitCapacity = "capacity"
 	// WaitTurn: the job loop is taking jobs; this one is next or behind
 	// others in the queue, in order.
 	WaitTurn = "turn"

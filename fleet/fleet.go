@@ -788,6 +788,14 @@ func (f *Fleet) EnvLost(key string) string {
 	return f.core.EnvLost(key)
 }
 
+// IncreaseError is why the provider could not create instances lately,
+// "" once it created them again; see scaler.Scaler.IncreaseError.
+func (f *Fleet) IncreaseError() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.core.IncreaseError()
+}
+
 // EnvBusy reports whether environment key is being resumed by a job; see
 // scaler.Scaler.EnvBusy. The job loop takes a job that resumes a key that is
 // not busy without a new booking: the environment's own slot serves it.

@@ -91,6 +91,10 @@ type health struct {
 	Provider string `json:"provider"`
 	// Plugin is the external provider plugin's state; nil for a built-in.
 	Plugin *plugin.Health `json:"provider_plugin,omitempty"`
+	// CreationError is why the provider could not create instances
+	// lately (a quota, a cloud out of capacity); it degrades berth
+	// without a 503, since a restart cannot fix it.
+	CreationError string `json:"creation_error,omitempty"`
 	// Problems say what is wrong and what to do, one entry per problem.
 	Problems []string `json:"problems,omitempty"`
 	// Role is "leader" or "standby" under [ha]; absent for a single manager.
@@ -149,6 +153,11 @@ func (m *Manager) serveHealth(w http.ResponseWriter, r *http.Request) {
 		ph := m.plugin.Health()
 		h.Plugin = &ph
 		if ph.Status != "ok" {
+			h.Status = "degraded"
+		}
+	}
+	if f := m.live.Load(); leads && f != nil {
+		if h.CreationError = f.IncreaseError(); h.CreationError != "" {
 			h.Status = "degraded"
 		}
 	}

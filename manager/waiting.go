@@ -78,5 +78,12 @@ func (m *Manager) explainWait(j *api.Job) {
 	if reason == "" {
 		reason, detail = api.WaitTurn, "berth takes queued jobs in order"
 	}
+	if f := m.live.Load(); f != nil && reason != api.WaitLeadership {
+		// Whatever the loop last saw, the instances the jobs wait for
+		// cannot be created: say so, with the provider's words.
+		if e := f.IncreaseError(); e != "" {
+			reason, detail = api.WaitCapacity, "the provider could not create instances; berth keeps asking: "+e
+		}
+	}
 	j.WaitingFor, j.WaitingDetail = reason, detail
 }

@@ -25,6 +25,10 @@ func (s *Scaler) IncreaseResult(requested, created int, err error) {
 	}
 }
 
+// IncreaseError is why the provider's last Increase failed, or why a
+// request it accepted never appeared; "" once an Increase succeeded.
+func (s *Scaler) IncreaseError() string { return s.lastIncErr }
+
 // DecreaseResult reports which of the instances in a Decrease the provider accepted.
 func (s *Scaler) DecreaseResult(ids []string, err error) {
 	for _, id := range ids {

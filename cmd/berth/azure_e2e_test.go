@@ -325,11 +325,14 @@ func TestAzureSpotEvictionEndsTheJobAndBerthReplacesTheInstance(t *testing.T) {
 	d := azureDaemon(t, f, "max_instances = 2\n[[autoscaler.policy]]\nidle_count = 0\nidle_time = \"2s\"")
 	long := d.submit("--", "echo started; sleep 60")
 	var inst string
-	waitFor(t, time.Minute, "the job to run", func() bool {
+	// The queue records the job's instance after it marks the job
+	// running (jobsource/queue Job.Started): wait for the record, not
+	// only for the state, or a busy machine evicts "".
+	waitFor(t, time.Minute, "the job to run with its instance recorded", func() bool {
 		j := d.job(long)
 		inst = j.Instance
 		out, _, _ := d.berth("logs", long)
-		return j.State == api.JobRunning && strings.Contains(out, "started")
+		return j.State == api.JobRunning && inst != "" && strings.Contains(out, "started")
 	})
 	if err := f.Evict(inst); err != nil {
 		t.Fatal(err)

@@ -71,6 +71,16 @@ type Options struct {
 	// ListingLag is how long after creation an instance first appears in
 	// listManagedInstances.
 	ListingLag time.Duration
+	// CreationLag is how long a new instance is listed before it exists:
+	// CREATING, with a name and URL but no id and no instanceStatus
+	// (stockout.go).
+	CreationLag time.Duration
+	// Stockout starts the project in a stockout with this error code (see
+	// Cloud.Stockout).
+	Stockout string
+	// AgentDelay is how long after an instance first runs its guest
+	// agent publishes the SSH host keys in its guest attributes.
+	AgentDelay time.Duration
 	// PageSize caps how many items one page of a listing holds; 0 means
 	// maxResults (default 500).
 	PageSize int
@@ -104,6 +114,7 @@ type Cloud struct {
 	tokens    map[string]bool
 	peak      int
 	now       func() time.Time
+	stockout  string // error code of every creation attempt now; "" when they succeed
 }
 
 type group struct {
@@ -127,8 +138,14 @@ type Instance struct {
 	// Gone is set once the instance was deleted; it is then no longer
 	// listed or served.
 	Gone bool
+	// Failing is the error code of the group's last attempt to create the
+	// instance while a stockout lasts (stockout.go): the instance does
+	// not exist, and is listed CREATING with no id.
+	Failing string
 
 	visibleAt time.Time
+	existsAt  time.Time // before it, listed with no id (Options.CreationLag)
+	keysAt    time.Time // when the guest agent published the host keys; zero before the first boot
 	until     time.Time // end of the current transition
 	home      string
 	signer    ssh.Signer
@@ -154,7 +171,7 @@ func New(opts Options) (*Cloud, error) {
 	}
 	c := &Cloud{opts: opts, instances: map[string]*Instance{}, ops: map[string]*operation{}, requests: map[string]string{},
 		throttle: map[string][]int{}, denied: map[string]bool{}, failOps: map[string]int{}, calls: map[string]int{},
-		tokens: map[string]bool{}, now: opts.Clock}
+		tokens: map[string]bool{}, now: opts.Clock, stockout: opts.Stockout}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -258,6 +275,9 @@ type GroupState struct {
 	Live int
 	// Peak is the most instances that ever existed at once.
 	Peak int
+	// Failing counts members the group fails to create (Stockout): they
+	// count in the target size but do not exist.
+	Failing int
 }
 
 // Group returns the group's sizes now.
@@ -267,7 +287,11 @@ func (c *Cloud) Group() GroupState {
 	c.advanceLocked()
 	g := GroupState{TargetSize: c.group.targetSize, TargetSuspendedSize: c.group.targetSusp, Peak: c.peak}
 	for _, in := range c.instances {
-		if !in.Gone && in.Action != ActionDeleting {
+		switch {
+		case in.Gone:
+		case in.Failing != "":
+			g.Failing++
+		case in.Action != ActionDeleting:
 			g.Live++
 		}
 	}
@@ -285,6 +309,9 @@ func (c *Cloud) Instance(name string) (Instance, bool) {
 	}
 	cp := *in
 	cp.sshd, cp.signer = nil, nil
+	if !in.exists(c.now()) {
+		cp.ID = 0 // not created: no ID yet
+	}
 	return cp, true
 }
 
@@ -318,6 +345,7 @@ func (c *Cloud) Preempt(name string) error {
 // deletions that finished, and the group's convergence on its target size.
 func (c *Cloud) advanceLocked() {
 	now := c.now()
+	c.retryCreationsLocked(now)
 	for _, name := range c.order {
 		in := c.instances[name]
 		if in == nil || in.Gone || in.until.IsZero() || now.Before(in.until) {
@@ -339,7 +367,7 @@ func (c *Cloud) advanceLocked() {
 	}
 	exist := 0
 	for _, in := range c.instances {
-		if !in.Gone {
+		if !in.Gone && in.Failing == "" {
 			exist++
 		}
 	}
@@ -352,6 +380,9 @@ func (c *Cloud) finishLocked(in *Instance) {
 	switch in.Action {
 	case ActionCreating, ActionResume:
 		in.Status, in.Action = StatusRunning, ActionNone
+		if in.keysAt.IsZero() {
+			in.keysAt = c.now().Add(c.opts.AgentDelay)
+		}
 		c.startSSHLocked(in)
 	case ActionSuspend:
 		in.Status, in.Action = StatusSuspended, ActionNone
@@ -394,7 +425,7 @@ func (c *Cloud) createLocked(now time.Time, zone, name string) {
 	in.HostKey = in.HostKey[:len(in.HostKey)-1]
 	c.instances[name] = in
 	c.order = append(c.order, name)
-	c.transition(in, StatusProvisioning, ActionCreating, c.opts.BootTime)
+	c.attemptCreationLocked(in, now)
 }
 
 func (c *Cloud) startSSHLocked(in *Instance) {

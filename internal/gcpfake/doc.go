@@ -36,6 +36,10 @@
 // running commands with sh in a home directory that survives suspend and
 // resume.
 //
-// Tests inject faults with Throttle, Deny, FailOperations and Preempt, and
-// inspect the project with Group, Instance and Calls.
+// Tests inject faults with Throttle, Deny, FailOperations, Preempt and
+// Stockout (creation failures as Google reports them: the resize DONE, the
+// members listed CREATING with no id and the error in lastAttempt;
+// stockout.go), and inspect the project with Group, Instance and Calls.
+// CreationLag lists a new instance with no id before it exists;
+// AgentDelay delays the host keys in its guest attributes after boot.
 package gcpfake

@@ -84,13 +84,15 @@ func (c *Cloud) resize(r *http.Request) *apiError {
 		return badRequest("Invalid value for field 'size': '%s'. Must be a non-negative integer", r.URL.Query().Get("size"))
 	}
 	c.group.targetSize = size
-	// Shrinking deletes the newest instances that are not suspended.
+	// Shrinking drops the members that could not be created first, then
+	// deletes the newest instances that are not suspended.
 	live := 0
 	for _, name := range c.order {
 		if in := c.instances[name]; in != nil && !in.Gone && in.Action != ActionDeleting && in.Status != StatusSuspended && in.Action != ActionSuspend {
 			live++
 		}
 	}
+	live -= c.shrinkFailingLocked(live - size)
 	for i := len(c.order) - 1; i >= 0 && live > size; i-- {
 		if in := c.instances[c.order[i]]; in != nil && !in.Gone && in.Action != ActionDeleting && in.Status != StatusSuspended && in.Action != ActionSuspend {
 			c.stopSSHLocked(in)
@@ -148,6 +150,12 @@ func (c *Cloud) deleteOne(in *Instance) *apiError {
 	if in.Action == ActionDeleting {
 		return badRequest("The instance '%s' is already being deleted", in.Name)
 	}
+	if in.Failing != "" {
+		// Not created: nothing to delete, the member goes at once.
+		c.group.targetSize--
+		in.Gone = true
+		return nil
+	}
 	if in.Status == StatusSuspended || in.Action == ActionSuspend {
 		c.group.targetSusp--
 	} else {
@@ -194,8 +202,7 @@ func (c *Cloud) listManaged(r *http.Request) (any, *apiError) {
 		if len(items) > 0 && items[len(items)-1]["name"] == name {
 			continue // recreated under the same name
 		}
-		items = append(items, map[string]any{"instance": c.instanceLink(in), "id": strconv.FormatUint(in.ID, 10),
-			"name": in.Name, "instanceStatus": in.Status, "currentAction": in.Action})
+		items = append(items, c.managedJSON(in, c.now()))
 	}
 	start, end, next, err := c.page(r, len(items))
 	if err != nil {
@@ -254,8 +261,8 @@ func (c *Cloud) templateJSON() map[string]any {
 // does: deleted ones are not found.
 func (c *Cloud) instanceLocked(scope, name string) (*Instance, *apiError) {
 	in := c.instances[name]
-	if in == nil || in.Gone || "zones/"+in.Zone != scope {
-		return nil, notFound("The resource 'projects/%s/%s/instances/%s' was not found", c.opts.Project, scope, name)
+	if in == nil || in.Gone || "zones/"+in.Zone != scope || !in.exists(c.now()) {
+		return nil, c.notCreatedYet(scope, name)
 	}
 	return in, nil
 }
@@ -263,7 +270,7 @@ func (c *Cloud) instanceLocked(scope, name string) (*Instance, *apiError) {
 func (c *Cloud) instanceJSON(in *Instance) map[string]any {
 	items := append(c.metadataItems(), map[string]string{"key": "created-by", "value": "projects/" + c.opts.Project + "/" + c.groupScope() + "/instanceGroupManagers/" + c.group.name})
 	return map[string]any{
-		"kind": "compute#instance", "id": strconv.FormatUint(in.ID, 10), "name": in.Name, "selfLink": c.instanceLink(in),
+		"kind": "compute#instance", "id": formatID(in.ID), "name": in.Name, "selfLink": c.instanceLink(in),
 		"zone":              selfLinkBase + "projects/" + c.opts.Project + "/zones/" + in.Zone,
 		"status":            in.Status,
 		"machineType":       selfLinkBase + "projects/" + c.opts.Project + "/zones/" + in.Zone + "/machineTypes/" + c.opts.MachineType,
@@ -288,6 +295,13 @@ func (c *Cloud) guestAttributes(r *http.Request, rt route) (any, *apiError) {
 	q := r.URL.Query().Get("queryPath")
 	if q != "hostkeys/" && q != "hostkeys" {
 		return nil, notFound("The guest attribute path '%s' was not found", q)
+	}
+	// The guest agent writes the keys once the VM has booted: before,
+	// the namespace is empty (cloud.google.com/compute/docs/metadata/
+	// manage-guest-attributes: the guest environment publishes
+	// hostkeys/ at startup).
+	if in.keysAt.IsZero() || c.now().Before(in.keysAt) {
+		return nil, notFound("The guest attribute path '%s' of instance '%s' was not found", q, in.Name)
 	}
 	pub := in.signer.PublicKey()
 	return map[string]any{"kind": "compute#guestAttributes", "queryPath": q, "queryValue": map[string]any{
@@ -322,3 +336,5 @@ func machineTypeJSON(scope, name string) (any, *apiError) {
 	}
 	return out, nil
 }
+
+func formatID(id uint64) string { return strconv.FormatUint(id, 10) }

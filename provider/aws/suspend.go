@@ -127,21 +127,11 @@ func (g *Group) resumeOne(ctx context.Context, id string, lc asgtypes.LifecycleS
 	if _, err := g.ec2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}}); err != nil {
 		return mapErr(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.InstanceReadyTimeout)
-	defer cancel()
-	for {
-		in, err := g.describe(ctx, id)
-		if err != nil {
-			return err
-		}
-		if in.State != nil && in.State.Name == ec2types.InstanceStateNameRunning {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %s did not reach running after StartInstances: %w", ErrInvalidState, id, ctx.Err())
-		case <-time.After(resumePoll):
-		}
+	// From here a resume is never left half done: the instance ends in
+	// service, or back in Standby and stopped (undoResume), never
+	// started in Standby, which berth would call suspended.
+	if err := g.waitRunning(ctx, id); err != nil {
+		return g.undoResume(id, err)
 	}
 	// Only ExitStandby changes desired capacity; Increase and Decrease
 	// need not wait for the start above.
@@ -152,11 +142,56 @@ func (g *Group) resumeOne(ctx context.Context, id string, lc asgtypes.LifecycleS
 	})
 	g.scaleMu.Unlock()
 	if err != nil {
-		return mapErr(err)
+		return g.undoResume(id, mapErr(err))
 	}
 	// The group moves it through Pending to InService; until then the
 	// listing says resuming, not creating.
 	g.setInFlight(g.resumed, id, true)
 	g.log.Info("resumed instance: running and out of Standby", "id", id)
 	return nil
+}
+
+// waitRunning polls DescribeInstances until EC2 reports id running,
+// within instance_ready_timeout. A throttled poll is not a failure: the
+// start goes on whatever the rate limit says of the poll (EC2 "Request
+// throttling": RequestLimitExceeded is per account and per API action),
+// so the poll is tried again after resumePoll.
+func (g *Group) waitRunning(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.InstanceReadyTimeout)
+	defer cancel()
+	for {
+		in, err := g.describe(ctx, id)
+		switch {
+		case errors.Is(err, ErrThrottled):
+			g.log.Info("DescribeInstances throttled while waiting for a resumed instance; polling again", "id", id, "wait", resumePoll)
+		case err != nil:
+			return err
+		case in.State != nil && in.State.Name == ec2types.InstanceStateNameRunning:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s did not reach running after StartInstances: %w", ErrInvalidState, id, ctx.Err())
+		case <-time.After(resumePoll):
+		}
+	}
+}
+
+// undoStopTimeout bounds the StopInstances that undoes a failed resume;
+// it runs after the caller's context may have ended.
+const undoStopTimeout = 30 * time.Second
+
+// undoResume stops an instance whose resume failed after StartInstances,
+// so that it is back where Suspend left it: in Standby and stopped (a
+// later Resume starts it again). If even the stop fails, the instance is
+// started in Standby and listed as suspending; a later Suspend stops it.
+func (g *Group) undoResume(id string, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), undoStopTimeout)
+	defer cancel()
+	if _, err := g.ec2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}, Hibernate: aws.Bool(g.cfg.Hibernate)}); err != nil {
+		g.log.Error("resume failed and the instance could not be stopped again: it runs in Standby; a later suspend stops it", "id", id, "err", err, "cause", cause)
+		return fmt.Errorf("%w; stopping it again failed too (it runs in Standby): %v", cause, mapErr(err))
+	}
+	g.log.Warn("resume failed; the instance is back in Standby and stopping", "id", id, "err", cause)
+	return fmt.Errorf("%w; the instance was stopped again and stays in Standby", cause)
 }

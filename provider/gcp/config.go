@@ -48,6 +48,12 @@ type Config struct {
 	// suspendInstances and resumeInstances (memory and disk kept). Init
 	// refuses it for machine types that cannot suspend.
 	Suspend bool `json:"suspend"`
+	// CreationCheck is how long Increase watches the new members after
+	// the resize for a creation that failed (quota, stockout: the resize
+	// itself ends DONE), so that it returns the error and gives the
+	// target back at once. Default 30 s; keep it below the plugin call
+	// timeout (1 minute).
+	CreationCheck time.Duration `json:"creation_check"`
 }
 
 // Connector describes the SSH login to instances.
@@ -67,7 +73,7 @@ const (
 	DefaultInstanceReadyTimeout = 10 * time.Minute
 )
 
-const knownKeys = "name, project, zone, region, credentials_file, endpoint, max_size, connector {username, key_path}, use_private_address, ssh_port, instance_ready_timeout, suspend"
+const knownKeys = "name, project, zone, region, credentials_file, endpoint, max_size, connector {username, key_path}, use_private_address, ssh_port, instance_ready_timeout, suspend, creation_check"
 
 type jsonConfig struct {
 	Name                 string               `json:"name"`
@@ -82,6 +88,7 @@ type jsonConfig struct {
 	SSHPort              *int                 `json:"ssh_port"`
 	InstanceReadyTimeout *jsonconfig.Duration `json:"instance_ready_timeout"`
 	Suspend              bool                 `json:"suspend"`
+	CreationCheck        *jsonconfig.Duration `json:"creation_check"`
 }
 
 // ParseConfig decodes and checks provider_config. Unknown keys are an
@@ -93,7 +100,7 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	c := Config{Name: j.Name, Project: j.Project, Zone: j.Zone, Region: j.Region, CredentialsFile: j.CredentialsFile,
 		Endpoint: j.Endpoint, MaxSize: j.MaxSize, UsePrivateAddress: true, SSHPort: DefaultSSHPort,
-		InstanceReadyTimeout: DefaultInstanceReadyTimeout, Suspend: j.Suspend}
+		InstanceReadyTimeout: DefaultInstanceReadyTimeout, Suspend: j.Suspend, CreationCheck: DefaultCreationCheck}
 	if j.Connector != nil {
 		c.Connector = *j.Connector
 	}
@@ -108,6 +115,9 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	if j.InstanceReadyTimeout != nil {
 		c.InstanceReadyTimeout = time.Duration(*j.InstanceReadyTimeout)
+	}
+	if j.CreationCheck != nil {
+		c.CreationCheck = time.Duration(*j.CreationCheck)
 	}
 	return c, c.Validate()
 }
@@ -131,6 +141,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gcp: provider_config: ssh_port %d is not a TCP port", c.SSHPort)
 	case c.InstanceReadyTimeout <= 0:
 		return fmt.Errorf("gcp: provider_config: instance_ready_timeout %v must be positive", c.InstanceReadyTimeout)
+	case c.CreationCheck < 0 || c.CreationCheck > 45*time.Second:
+		return fmt.Errorf("gcp: provider_config: creation_check %v must be between 0 and 45s (Increase waits that long within the plugin's 1 minute call timeout)", c.CreationCheck)
 	}
 	if c.CredentialsFile != "" {
 		if _, err := os.Stat(c.CredentialsFile); err != nil {

@@ -27,6 +27,15 @@
 // are retried with backoff, then returned as ErrThrottled wrapping
 // provider.ErrTransient.
 //
+// A resize ends DONE even when the group cannot create the instances: the
+// failures show only in listManagedInstances, as members with no ID and an
+// error in lastAttempt. Increase therefore watches the new members for up
+// to creation_check, deletes the ones that failed (so the group does not
+// create them when capacity returns) and returns ErrQuota or ErrStockout,
+// both transient, then answers with that failure for a backoff that grows
+// from 10 s to 2 minutes (creation.go). Update gives back members that fail
+// later in the same way.
+//
 // # States
 //
 // Update pages through listManagedInstances. An instance's berth ID is its

@@ -50,6 +50,9 @@ type Group struct {
 	// Increase reads it and writes it back, and berth makes provider
 	// calls concurrently.
 	scaleMu sync.Mutex
+	// creation backs Increase off after the group failed to create
+	// instances (creation.go); scaleMu guards it.
+	creation backoff
 
 	mu        sync.Mutex
 	refs      map[string]ref       // instances by ID, from the last listing

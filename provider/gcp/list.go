@@ -99,6 +99,9 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 	if err != nil {
 		return err
 	}
+	// Members the group failed to create have no ID to report: give their
+	// target back so they are not created long after berth gave up.
+	g.dropFailedSeen(ctx, mis)
 	now := g.now()
 	type entry struct {
 		id string
@@ -109,7 +112,9 @@ func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)
 	listed := map[string]bool{}
 	for _, mi := range mis {
 		if mi.GetId() == 0 {
-			continue // not created yet: no ID to report
+			// Not created yet: no ID to report. berth counts it as a
+			// pending increase; a failed one was given back above.
+			continue
 		}
 		id := strconv.FormatUint(mi.GetId(), 10)
 		listed[id] = true

@@ -23,6 +23,9 @@ func (g *Group) Increase(ctx context.Context, n int) (int, error) {
 	}
 	g.scaleMu.Lock()
 	defer g.scaleMu.Unlock()
+	if err := g.creation.active(g.now()); err != nil {
+		return 0, err
+	}
 	m, err := g.getGroup(ctx)
 	if err != nil {
 		return 0, err
@@ -47,6 +50,21 @@ func (g *Group) Increase(ctx context.Context, n int) (int, error) {
 		return 0, err
 	}
 	g.log.Info("resized the group", "requested", n, "added", add, "from", target, "to", target+add, "suspended", suspended, "max_size", g.cfg.MaxSize)
+	// The resize is DONE once the target is set; whether the instances
+	// can be created shows only in the listing (creation.go).
+	failed, err := g.watchCreation(ctx)
+	if err != nil {
+		g.log.Warn("could not check the new instances' creation; a later listing does", "err", err)
+	} else if len(failed) > 0 {
+		cerr := creationError(failed)
+		g.creation.failed(g.now(), cerr)
+		g.log.Error("instance creation failed", "requested", n, "failed", len(failed), "next_try_in", g.creation.wait, "err", cerr)
+		if derr := g.dropFailed(ctx, failed); derr != nil {
+			cerr = fmt.Errorf("%w; lowering the target size failed too, a later listing tries again: %v", cerr, derr)
+		}
+		return max(add-len(failed), 0), cerr
+	}
+	g.creation = backoff{}
 	if add < n {
 		return add, short(add)
 	}

@@ -41,6 +41,9 @@ func main() {
 	stop := flag.Duration("stop-time", time.Second, "how long suspending and deleting take")
 	opTime := flag.Duration("operation-time", 500*time.Millisecond, "how long an operation stays RUNNING")
 	pageSize := flag.Int("page-size", 0, "most items per page (0: as asked)")
+	stockout := flag.String("stockout", "", "fail every instance creation with this code (QUOTA_EXCEEDED, ZONE_RESOURCE_POOL_EXHAUSTED): resizes end DONE, the members are listed CREATING with no id and the error in lastAttempt")
+	stockoutFor := flag.Duration("stockout-for", 0, "end the -stockout after this long (0: never)")
+	creationLag := flag.Duration("creation-lag", 0, "how long a new instance is listed CREATING with no id before it exists")
 	flag.Parse()
 	if *dir == "" {
 		log.Fatal("gcpfake: -dir is required")
@@ -58,7 +61,7 @@ func main() {
 	}
 	cloud, err := gcpfake.New(gcpfake.Options{Project: *project, Zone: *zone, Region: *region, Group: *group,
 		AuthorizedKey: authorized, MachineType: *machineType, Spot: *spot, BootTime: *boot, ListingLag: *lag,
-		StopTime: *stop, OperationTime: *opTime, PageSize: *pageSize, Dir: filepath.Join(*dir, "instances")})
+		StopTime: *stop, OperationTime: *opTime, PageSize: *pageSize, CreationLag: *creationLag, Stockout: *stockout, Dir: filepath.Join(*dir, "instances")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,6 +87,11 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%s\n", cfg)
+	if *stockout != "" {
+		if *stockoutFor > 0 {
+			time.AfterFunc(*stockoutFor, func() { cloud.Stockout("") })
+		}
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
