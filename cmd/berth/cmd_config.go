@@ -14,7 +14,7 @@ func newConfigCmd() *cobra.Command {
 		Use:   "config",
 		Short: "Work with berth's config file",
 	}
-	cmd.AddCommand(newConfigCheckCmd())
+	cmd.AddCommand(newConfigCheckCmd(), newConfigImportCmd())
 	return cmd
 }
 
