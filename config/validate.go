@@ -220,9 +220,17 @@ func (c *Config) checkAutoscaler(k *checker) {
 	const p = "autoscaler."
 	if !providerName.MatchString(a.Provider) {
 		k.fail(p+"provider", a.Provider, `must be "local", "sim" or a plugin NAME (binary berth-provider-NAME): letters, digits, "-", "_" or "."`)
-	} else if c.providerCheck != nil && a.ProviderPath == "" {
-		for _, pr := range c.providerCheck(a.Provider, a.PluginDir, a.ProviderConfig) {
+	} else if c.providerCheck != nil && (a.ProviderPath == "" || filepath.IsAbs(a.ProviderPath)) {
+		name := a.Provider
+		if a.ProviderPath != "" {
+			name = a.ProviderPath
+		}
+		for _, pr := range c.providerCheck(name, a.PluginDir, a.ProviderConfig) {
 			switch {
+			case pr.Warning:
+				k.warn(p+"provider_config", nil, "%s", pr.Message)
+			case pr.Name && a.ProviderPath != "":
+				k.fail(p+"provider_path", a.ProviderPath, "%s", pr.Message)
 			case pr.Name:
 				k.fail(p+"provider", a.Provider, "%s", pr.Message)
 			case pr.Key == "":
