@@ -31,7 +31,7 @@ Nothing is started and nothing is written. The exit code is 0 when berth
 would start with this file, 1 otherwise.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig(args[0])
+			cfg, err := loadConfig(args[0], checkProvider)
 			if err != nil {
 				return err
 			}
@@ -47,14 +47,15 @@ would start with this file, 1 otherwise.`,
 
 // loadConfig reads the config berth run uses: the built-in defaults
 // without a file, else the file; in both cases the provider is checked
-// (built in or a plugin berth can find) along with everything else.
-func loadConfig(file string) (*config.Config, error) {
+// (built in or a plugin berth can find: check is checkProvider or
+// findProvider) along with everything else.
+func loadConfig(file string, check config.ProviderCheck) (*config.Config, error) {
 	if file == "" {
 		cfg := config.Default()
-		cfg.SetProviderCheck(checkProvider)
+		cfg.SetProviderCheck(check)
 		return cfg, nil
 	}
-	return config.Load(file, config.WithProviderCheck(checkProvider))
+	return config.Load(file, config.WithProviderCheck(check))
 }
 
 // summary describes what a config will run, in one line.

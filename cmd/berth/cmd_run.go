@@ -26,7 +26,7 @@ func newRunCmd() *cobra.Command {
 		Short: "Run the berth daemon (local provider and built-in queue when there is no config)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cfgFile)
+			cfg, err := loadConfig(cfgFile, findProvider)
 			if err != nil {
 				return err
 			}

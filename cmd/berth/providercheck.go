@@ -16,10 +16,20 @@ import (
 // provider_config problems with every other config problem, with file:line.
 // A name that is not built in must be a plugin binary where berth would
 // start it from (plugin_dir, else next to berth, else $PATH; an absolute
-// name is provider_path's binary), and the plugin is started to check its
-// provider_config as its Init would, so that a file the check calls valid
-// is one berth run starts with.
+// name is provider_path's binary), and `berth config check` starts the
+// plugin to check its provider_config as its Init would, so that a file the
+// check calls valid is one berth run starts with.
 func checkProvider(name, pluginDir string, raw []byte) []config.ProviderProblem {
+	return providerProblems(name, pluginDir, raw, true)
+}
+
+// findProvider is checkProvider for berth run, which starts the plugin
+// anyway: its Init refuses a bad provider_config, so it is not started twice.
+func findProvider(name, pluginDir string, raw []byte) []config.ProviderProblem {
+	return providerProblems(name, pluginDir, raw, false)
+}
+
+func providerProblems(name, pluginDir string, raw []byte, askPlugin bool) []config.ProviderProblem {
 	path := name
 	if !filepath.IsAbs(name) {
 		err := provider.CheckConfig(name, raw)
@@ -32,6 +42,9 @@ func checkProvider(name, pluginDir string, raw []byte) []config.ProviderProblem 
 		if path, ferr = plugin.Find(name, pluginDir); ferr != nil {
 			return []config.ProviderProblem{{Name: true, Message: fmt.Sprintf("%v; and it is not an external plugin: %v", err, ferr)}}
 		}
+	}
+	if !askPlugin {
+		return nil
 	}
 	err := plugin.CheckConfig(context.Background(), path, raw, nil)
 	switch {
