@@ -16,10 +16,17 @@ import (
 // unless Force. With Force a parked environment is dropped and an
 // instance with running jobs drains: it takes no new job and is deleted
 // when they end. No running job is killed.
+//
+// Hold, when set, stops (true) or restarts (false) the idle pool: held,
+// berth keeps no idle instance whatever the policy says and boots one only
+// for a job that comes, until released or until berth stops. With
+// "all": true and "hold": true the fleet stops at zero; {"hold": false}
+// alone releases it.
 type DeleteInstancesRequest struct {
 	IDs   []string `json:"ids,omitempty"`
 	All   bool     `json:"all,omitempty"`
 	Force bool     `json:"force,omitempty"`
+	Hold  *bool    `json:"hold,omitempty"`
 }
 
 // Outcomes of deleting an instance (DeletedInstance.Outcome).
