@@ -57,9 +57,9 @@ func newInstancesCmd() *cobra.Command {
 
 func newInstancesDeleteCmd() *cobra.Command {
 	var (
-		conn       connFlags
+		conn                      connFlags
 		all, force, hold, release bool
-		asJSON     bool
+		asJSON                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "delete ID... | --all",
