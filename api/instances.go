@@ -66,3 +66,18 @@ func (c *Client) DeleteInstances(ctx context.Context, req DeleteInstancesRequest
 	err = c.do(ctx, http.MethodPost, "/api/v1/instances/delete", body, &r)
 	return r, err
 }
+
+// ReloadResult is the answer to POST /api/v1/config/reload: the settings
+// the reload applied, and those that changed in the file but take effect
+// only when berth restarts.
+type ReloadResult struct {
+	Applied      []string `json:"applied"`
+	NeedsRestart []string `json:"needs_restart"`
+}
+
+// ReloadConfig asks the server to read its config file again.
+func (c *Client) ReloadConfig(ctx context.Context) (ReloadResult, error) {
+	var r ReloadResult
+	err := c.do(ctx, http.MethodPost, "/api/v1/config/reload", []byte("{}"), &r)
+	return r, err
+}

@@ -797,6 +797,12 @@ func (f *Fleet) Hold(held bool) error {
 	return f.do(func(c *scaler.Scaler) { c.Hold(held) })
 }
 
+// SetLimits applies a reloaded policy schedule and instance limits: see
+// scaler.Scaler.SetLimits.
+func (f *Fleet) SetLimits(policies scaler.Policies, maxInstances, maxUseCount int) error {
+	return f.do(func(c *scaler.Scaler) { c.SetLimits(policies, maxInstances, maxUseCount) })
+}
+
 // Held reports whether the idle pool is held.
 func (f *Fleet) Held() (held bool) {
 	_ = f.do(func(c *scaler.Scaler) { held = c.Held() })

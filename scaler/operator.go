@@ -126,3 +126,13 @@ func heldPolicy(p policy.Policy) policy.Policy {
 	p.Preemptive = false
 	return p
 }
+
+// SetLimits applies a reloaded config's policy schedule and instance
+// limits. Instances past a lower max_instances are not deleted: they leave
+// by scale-in as they idle, and no new one is made until the fleet is
+// under the limit; jobs already running are not touched.
+func (s *Scaler) SetLimits(policies Policies, maxInstances, maxUseCount int) {
+	s.cfg.Policies = policies
+	s.cfg.MaxInstances = maxInstances
+	s.cfg.MaxUseCount = maxUseCount
+}

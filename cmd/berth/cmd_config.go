@@ -14,7 +14,7 @@ func newConfigCmd() *cobra.Command {
 		Use:   "config",
 		Short: "Work with berth's config file",
 	}
-	cmd.AddCommand(newConfigCheckCmd(), newConfigImportCmd())
+	cmd.AddCommand(newConfigCheckCmd(), newConfigImportCmd(), newConfigReloadCmd())
 	return cmd
 }
 
@@ -71,4 +71,44 @@ func summary(cfg *config.Config) string {
 	}
 	return fmt.Sprintf("sources %s; provider %s; up to %d instances of %d slots; listen %s; state %s",
 		strings.Join(srcs, ", "), prov, a.MaxInstances, a.CapacityPerInstance, cfg.Listen, cfg.StateDir)
+}
+
+func newConfigReloadCmd() *cobra.Command {
+	var conn connFlags
+	cmd := &cobra.Command{
+		Use:   "reload",
+		Short: "Make the running berth read its config file again (as SIGHUP does)",
+		Long: `Asks the running berth (admin token) to read its config file again and
+apply what can change while it runs: the [[autoscaler.policy]] periods,
+autoscaler.max_instances, autoscaler.max_use_count and log_level. Running
+jobs go on untouched. Settings that changed but take effect only at a
+restart (listen, state_dir, the provider and provider_config, sources,
+[cache], [images], [ha] and the other autoscaler keys) are named, not
+applied. A file with mistakes changes nothing; the answer lists them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := interruptContext(cmd)
+			defer stop()
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.ReloadConfig(ctx)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if len(res.Applied) == 0 {
+				fmt.Fprintln(out, "Reloaded: nothing that can change live has changed.")
+			} else {
+				fmt.Fprintln(out, "Reloaded; applied:", strings.Join(res.Applied, ", "))
+			}
+			if len(res.NeedsRestart) > 0 {
+				fmt.Fprintln(out, "Changed but applied only at a restart (systemctl restart berth):", strings.Join(res.NeedsRestart, ", "))
+			}
+			return nil
+		},
+	}
+	conn.add(cmd)
+	return cmd
 }
