@@ -168,6 +168,8 @@ type importer struct {
 	// autoscaler: one for every source.
 	shared []*block
 	tail   *block // the runners left out, last
+	// tokenNames are the token files named so far.
+	tokenNames map[string]bool
 }
 
 func (im *importer) add(header string) *block {
@@ -269,7 +271,15 @@ func (im *importer) token(b *block, r *runner, token string) {
 		b.note("token: the runner has none in the file; put its authentication token (glrt-...) in a file and set token_file")
 		return
 	}
-	path := filepath.Join(im.opts.TokenDir, tokenFileName(r.name))
+	name := tokenFileName(r.name)
+	for i := 2; im.tokenNames[name]; i++ { // two runners of one name
+		name = strings.TrimSuffix(tokenFileName(r.name), ".token") + "-" + strconv.Itoa(i) + ".token"
+	}
+	if im.tokenNames == nil {
+		im.tokenNames = map[string]bool{}
+	}
+	im.tokenNames[name] = true
+	path := filepath.Join(im.opts.TokenDir, name)
 	b.set("token_file", path)
 	im.res.Tokens = append(im.res.Tokens, TokenFile{Path: path, Token: token, Runner: r.name})
 	if strings.HasPrefix(token, registrationPrefix) {
