@@ -16,10 +16,17 @@ import (
 // unless Force. With Force a parked environment is dropped and an
 // instance with running jobs drains: it takes no new job and is deleted
 // when they end. No running job is killed.
+//
+// Hold, when set, stops (true) or restarts (false) the idle pool: held,
+// berth keeps no idle instance whatever the policy says and boots one only
+// for a job that comes, until released or until berth stops. With
+// "all": true and "hold": true the fleet stops at zero; {"hold": false}
+// alone releases it.
 type DeleteInstancesRequest struct {
 	IDs   []string `json:"ids,omitempty"`
 	All   bool     `json:"all,omitempty"`
 	Force bool     `json:"force,omitempty"`
+	Hold  *bool    `json:"hold,omitempty"`
 }
 
 // Outcomes of deleting an instance (DeletedInstance.Outcome).
@@ -57,5 +64,20 @@ func (c *Client) DeleteInstances(ctx context.Context, req DeleteInstancesRequest
 	}
 	var r DeleteInstancesResult
 	err = c.do(ctx, http.MethodPost, "/api/v1/instances/delete", body, &r)
+	return r, err
+}
+
+// ReloadResult is the answer to POST /api/v1/config/reload: the settings
+// the reload applied, and those that changed in the file but take effect
+// only when berth restarts.
+type ReloadResult struct {
+	Applied      []string `json:"applied"`
+	NeedsRestart []string `json:"needs_restart"`
+}
+
+// ReloadConfig asks the server to read its config file again.
+func (c *Client) ReloadConfig(ctx context.Context) (ReloadResult, error) {
+	var r ReloadResult
+	err := c.do(ctx, http.MethodPost, "/api/v1/config/reload", []byte("{}"), &r)
 	return r, err
 }

@@ -353,14 +353,18 @@ type ProviderProblem struct {
 	Key string
 	// Message says what is wrong and what to do.
 	Message string
+	// Warning is true for what is worth saying but does not stop berth,
+	// such as a plugin that cannot check its provider_config before it
+	// starts.
+	Warning bool
 }
 
 // ProviderCheck checks a provider name and its provider_config (as JSON);
 // pluginDir is autoscaler.plugin_dir, where a provider that is not built in
 // is looked for. The berth binary passes one built on package provider's
 // registry and the plugin lookup; config itself does not know which
-// providers exist. It is not called when provider_path names the binary:
-// a plugin checks its own provider_config when it starts.
+// providers exist. When provider_path names the binary, name is that
+// absolute path.
 type ProviderCheck func(name, pluginDir string, providerConfig []byte) []ProviderProblem
 
 // WithProviderCheck makes Parse, Load and Validate report an unknown

@@ -330,6 +330,9 @@ func TestBadConfigs(t *testing.T) {
 		{"token_file empty", gitlab + "url = \"https://gitlab.com\"\ntoken_file = \"testdata/empty-token\"\n", "source[0].token_file", 4, "empty"},
 		{"request_concurrency 0", gitlab + "url = \"https://gitlab.com\"\ntoken = \"t\"\nrequest_concurrency = 0\n", "source[0].request_concurrency", 5, "at least 1"},
 		{"check_interval 0", gitlab + "url = \"https://gitlab.com\"\ntoken = \"t\"\ncheck_interval = \"0s\"\n", "source[0].check_interval", 5, "positive"},
+		{"gitlab url with /api/v4", gitlab + "url = \"https://gitlab.example.com/api/v4/\"\ntoken = \"t\"\n", "source[0].url", 3, `without /api/v4 (url = "https://gitlab.example.com")`},
+		{"registration token inline", gitlab + "url = \"https://gitlab.com\"\ntoken = \"GR1348941aBcDeFg\"\n", "source[0].token", 4, "create a runner in GitLab"},
+		{"registration token in a file", gitlab + "url = \"https://gitlab.com\"\ntoken_file = \"testdata/registration-token\"\n", "source[0].token_file", 4, "starts with glrt-"},
 		{"second source wrong", gitlab + "url = \"https://gitlab.com\"\ntoken = \"t\"\n\n[[source]]\nkind = \"gitlab\"\nurl = \"ftp://x\"\ntoken = \"t\"\n", "source[1].url", 8, "http or https"},
 	}
 	for _, tt := range tests {

@@ -319,7 +319,13 @@ func (d *decoder) decode(raw map[string]any) *Config {
 	root.str("log_level", &c.LogLevel)
 	root.str("log_format", &c.LogFormat)
 	root.duration("job_timeout", &c.JobTimeout)
-	root.duration("shutdown_timeout", &c.ShutdownTimeout)
+	if secs, ok := raw["shutdown_timeout"].(int64); ok {
+		// gitlab-runner's shutdown_timeout is a number of seconds.
+		root.get("shutdown_timeout")
+		d.issue("shutdown_timeout", secs, "must be a duration string such as \"5m\"; GitLab Runner's unit is seconds: write \"%ds\" (0 there meant its default, 30 s; berth's is 5m)", secs)
+	} else {
+		root.duration("shutdown_timeout", &c.ShutdownTimeout)
+	}
 	root.duration("job_retention", &c.JobRetention)
 	root.duration("log_retention", &c.LogRetention)
 

@@ -47,7 +47,7 @@ func TestGitLabRunnerNamesGetHints(t *testing.T) {
 	}{
 		{"plugin", "[autoscaler]\nplugin = \"aws\"\n", "autoscaler.plugin", 2, `did you mean "provider"?`},
 		{"plugin_config", "[autoscaler]\n[autoscaler.plugin_config]\nname = \"ci\"\n", "autoscaler.plugin_config", 2, `did you mean "provider_config"?`},
-		{"connector_config", "[autoscaler.connector_config]\nusername = \"ec2-user\"\n", "autoscaler.connector_config", 1, "berth logs in over SSH"},
+		{"connector_config", "[autoscaler.connector_config]\nusername = \"ec2-user\"\n", "autoscaler.connector_config", 1, "[autoscaler.provider_config.connector] (username, key_path"},
 		{"update_interval", "[autoscaler]\nupdate_interval = \"1m\"\n", "autoscaler.update_interval", 2, "every 2 s"},
 		{"update_interval_when_expecting", "[autoscaler]\nupdate_interval_when_expecting = \"2s\"\n", "autoscaler.update_interval_when_expecting", 2, "every 2 s"},
 		{"limit in autoscaler", "[autoscaler]\nlimit = 5\n", "autoscaler.limit", 2, `did you mean "max_instances"?`},
@@ -62,6 +62,14 @@ func TestGitLabRunnerNamesGetHints(t *testing.T) {
 		{"tls-ca-file", gitlab + "tls-ca-file = \"/etc/ssl/ca.pem\"\n", "source[0].tls-ca-file", 5, `did you mean "ca_file"?`},
 		{"limit in source", gitlab + "limit = 4\n", "source[0].limit", 5, "max_instances × "},
 		{"runners.autoscaler in source", gitlab + "[source.autoscaler]\nplugin = \"aws\"\n", "source[0].autoscaler", 5, "top-level [autoscaler]"},
+		{"tags", gitlab + "tags = [\"linux\"]\n", "source[0].tags", 5, "set the tags on the runner in GitLab"},
+		{"environment", gitlab + "environment = [\"A=1\"]\n", "source[0].environment", 5, "CI/CD variables"},
+		{"pre_build_script", gitlab + "pre_build_script = \"x\"\n", "source[0].pre_build_script", 5, "instance_ready_command"},
+		{"runners.docker", gitlab + "[source.docker]\nimage = \"alpine\"\nprivileged = true\n", "source[0].docker", 5, "[images] table (pull_policy"},
+		{"runners.cache", gitlab + "[source.cache]\nType = \"s3\"\n", "source[0].cache", 5, "top-level [cache]"},
+		{"cache Type", "[cache]\nType = \"s3\"\n", "cache.Type", 2, "S3-compatible bucket"},
+		{"cache.s3", "[cache]\n[cache.s3]\nBucketName = \"b\"\n", "cache.s3", 2, "BucketName → bucket, BucketLocation → region"},
+		{"cache Path", "[cache]\nPath = \"p\"\n", "cache.Path", 2, `did you mean "prefix"?`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { wantIssue(t, tt.toml, tt.key, tt.line, tt.msg) })
@@ -85,7 +93,8 @@ func TestShutdownTimeout(t *testing.T) {
 	}
 	wantIssue(t, "shutdown_timeout = \"-1s\"\n", "shutdown_timeout", 1, "0 (cancel running jobs at once) or more")
 	// gitlab-runner writes it as seconds.
-	wantIssue(t, "shutdown_timeout = 30\n", "shutdown_timeout", 1, `duration string such as "15m"`)
+	wantIssue(t, "shutdown_timeout = 30\n", "shutdown_timeout", 1, `GitLab Runner's unit is seconds: write "30s"`)
+	wantIssue(t, "shutdown_timeout = 0\n", "shutdown_timeout", 1, `write "0s" (0 there meant its default, 30 s`)
 }
 
 func TestGitLabJobKeys(t *testing.T) {

@@ -182,14 +182,29 @@ func (c *Config) checkSources(k *checker) {
 	}
 }
 
+// registrationTokenPrefix starts GitLab's runner registration tokens, the
+// deprecated kind `gitlab-runner register --registration-token` takes. Jobs
+// are requested with a runner authentication token (glrt-…) instead.
+const registrationTokenPrefix = "GR1348941"
+
 func (c *Config) checkGitLab(k *checker, p string, s Source) {
 	if s.URL == "" {
 		k.fail(p+".url", nil, `a gitlab source needs url, the address of your GitLab, e.g. url = "https://gitlab.com"`)
 	} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		k.fail(p+".url", s.URL, `must be an http or https URL such as "https://gitlab.example.com"`)
+	} else if base, ok := strings.CutSuffix(strings.TrimRight(s.URL, "/"), "/api/v4"); ok {
+		k.fail(p+".url", s.URL, "is GitLab's API address; give the server without /api/v4 (url = %q): berth adds the API path itself", base)
 	}
 	if s.Token == "" && s.TokenFile == "" {
 		k.fail(p+".token", nil, "a gitlab source needs a runner authentication token: set token_file to a file holding it (or token)")
+	} else if strings.HasPrefix(s.Token, registrationTokenPrefix) {
+		key := p + ".token"
+		if s.TokenFile != "" {
+			key = p + ".token_file"
+		}
+		k.fail(key, nil, "holds a registration token (%s…), which `gitlab-runner register` exchanges for a runner and berth cannot use: "+
+			"create a runner in GitLab (Settings > CI/CD > Runners > New project runner) and give berth its authentication token, which starts with glrt-",
+			registrationTokenPrefix)
 	}
 	if s.RequestConcurrency < 1 {
 		k.fail(p+".request_concurrency", s.RequestConcurrency, "must be at least 1")
@@ -205,9 +220,17 @@ func (c *Config) checkAutoscaler(k *checker) {
 	const p = "autoscaler."
 	if !providerName.MatchString(a.Provider) {
 		k.fail(p+"provider", a.Provider, `must be "local", "sim" or a plugin NAME (binary berth-provider-NAME): letters, digits, "-", "_" or "."`)
-	} else if c.providerCheck != nil && a.ProviderPath == "" {
-		for _, pr := range c.providerCheck(a.Provider, a.PluginDir, a.ProviderConfig) {
+	} else if c.providerCheck != nil && (a.ProviderPath == "" || filepath.IsAbs(a.ProviderPath)) {
+		name := a.Provider
+		if a.ProviderPath != "" {
+			name = a.ProviderPath
+		}
+		for _, pr := range c.providerCheck(name, a.PluginDir, a.ProviderConfig) {
 			switch {
+			case pr.Warning:
+				k.warn(p+"provider_config", nil, "%s", pr.Message)
+			case pr.Name && a.ProviderPath != "":
+				k.fail(p+"provider_path", a.ProviderPath, "%s", pr.Message)
 			case pr.Name:
 				k.fail(p+"provider", a.Provider, "%s", pr.Message)
 			case pr.Key == "":

@@ -805,6 +805,24 @@ func (f *Fleet) EnvBusy(key string) (busy bool) {
 	return f.core.EnvBusy(key)
 }
 
+// Hold stops (true) or restarts (false) the idle pool: see
+// scaler.Scaler.Hold.
+func (f *Fleet) Hold(held bool) error {
+	return f.do(func(c *scaler.Scaler) { c.Hold(held) })
+}
+
+// SetLimits applies a reloaded policy schedule and instance limits: see
+// scaler.Scaler.SetLimits.
+func (f *Fleet) SetLimits(policies scaler.Policies, maxInstances, maxUseCount int) error {
+	return f.do(func(c *scaler.Scaler) { c.SetLimits(policies, maxInstances, maxUseCount) })
+}
+
+// Held reports whether the idle pool is held.
+func (f *Fleet) Held() (held bool) {
+	_ = f.do(func(c *scaler.Scaler) { held = c.Held() })
+	return held
+}
+
 // DeleteInstances removes the instances ids names as an operator asked
 // (scaler.Scaler.DeleteInstance): what became of each, in order. The
 // decisions are saved before the provider is called, as for any other.

@@ -176,3 +176,45 @@ func addSubmitterToken(t *testing.T, stateDir, name string) string {
 	}
 	return tok
 }
+
+// The jobs table names the admin as the owner of its jobs (the API leaves
+// them without one), and the "Ran" of a running job advances while the
+// list, polled with If-None-Match, does not change (issue 46).
+func TestConsoleOwnerAndLiveRan(t *testing.T) {
+	ctx := browsertest.New(t)
+	m, base := startBerthAt(t, "[autoscaler]\nmax_instances = 1\n")
+	admin, err := api.ReadTokenFile(api.TokenPath(m.cfg.StateDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := api.NewClient(base)
+	client.Token = admin
+	job, err := client.Submit(ctx, api.JobRequest{Script: "echo started; while :; do sleep 1; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := browsertest.SignIn(ctx, base, admin); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#nav-jobs"))); err != nil {
+		t.Fatal(err)
+	}
+	row := fmt.Sprintf(`document.getElementById("job-queue-%s")`, job.ID)
+	if err := browsertest.WaitFor(ctx, "the job running on the jobs page", row+` && `+row+`.querySelector(".state").textContent == "running"`); err != nil {
+		t.Fatalf("%v\n%s", err, browsertest.BodyText(ctx))
+	}
+	owner, err := chromedp.Run(ctx, chromedp.Evaluate[string](row+`.querySelector(".owner").textContent`))
+	if err != nil || owner != "admin" {
+		t.Errorf("owner of the admin's job = %q, %v; want admin", owner, err)
+	}
+	first, err := chromedp.Run(ctx, chromedp.Evaluate[string](row+`.querySelector(".ran").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := browsertest.WaitFor(ctx, "Ran to advance from "+first, fmt.Sprintf(`%s.querySelector(".ran").textContent != %q`, row, first)); err != nil {
+		t.Errorf("%v: the running job's Ran stays at %s", err, first)
+	}
+	if _, err := client.Cancel(ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
+}

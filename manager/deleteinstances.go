@@ -26,6 +26,10 @@ func (m *Manager) serveDeleteInstances(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read the request: %v; send {\"ids\": [\"ID\", ...]} or {\"all\": true}, and \"force\": true to delete instances in use", err))
 		return
 	}
+	if req.Hold != nil && !*req.Hold && !req.All && len(req.IDs) == 0 {
+		m.holdIdlePool(w, false)
+		return
+	}
 	if req.All == (len(req.IDs) > 0) {
 		api.WriteError(w, http.StatusBadRequest, "name the instances to delete (\"ids\") or ask for all of them (\"all\": true), not both and not neither")
 		return
@@ -39,6 +43,14 @@ func (m *Manager) serveDeleteInstances(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if req.Hold != nil && *req.Hold {
+		// Before the deletes: the refill they trigger must see the hold.
+		if err := m.fleet.Hold(true); err != nil {
+			api.WriteError(w, http.StatusServiceUnavailable, fmt.Sprintf("hold the idle pool: %v", err))
+			return
+		}
+		m.log.Info("idle pool held by an operator: no idle instance until released (berth instances delete --release) or berth stops")
+	}
 	results, err := m.fleet.DeleteInstances(ids, req.Force)
 	if err != nil {
 		api.WriteError(w, http.StatusServiceUnavailable, fmt.Sprintf("delete instances: %v", err))
@@ -50,6 +62,16 @@ func (m *Manager) serveDeleteInstances(w http.ResponseWriter, r *http.Request) {
 		out.Instances = append(out.Instances, api.DeletedInstance{ID: d.ID, Outcome: d.Outcome, Why: d.Why})
 	}
 	api.WriteJSON(w, http.StatusOK, out)
+}
+
+// holdIdlePool answers a request that only holds or releases the idle pool.
+func (m *Manager) holdIdlePool(w http.ResponseWriter, held bool) {
+	if err := m.fleet.Hold(held); err != nil {
+		api.WriteError(w, http.StatusServiceUnavailable, fmt.Sprintf("release the idle pool: %v", err))
+		return
+	}
+	m.log.Info("idle pool released by an operator: the policy applies again")
+	api.WriteJSON(w, http.StatusOK, api.DeleteInstancesResult{Instances: []api.DeletedInstance{}})
 }
 
 // logKeptInstances says at stop, in one line, how many instances keep

@@ -108,3 +108,44 @@ func isStatus(err error, status int) bool {
 	var e *api.Error
 	return errors.As(err, &e) && e.Status == status
 }
+
+// `berth instances delete --all --hold` stops the fleet at zero: the idle
+// pool is held (the scaler scenario operator_hold shows that nothing idle
+// boots while held), a job still runs on an instance made for it, and
+// {"hold": false} releases the pool, which then refills.
+func TestDeleteAllAndHold(t *testing.T) {
+	m, base := startBerthAt(t, "[autoscaler]\nmax_instances = 2\n")
+	admin, err := api.ReadTokenFile(api.TokenPath(m.cfg.StateDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := api.NewClient(base)
+	client.Token = admin
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	held := true
+	if _, err := client.DeleteInstances(ctx, api.DeleteInstancesRequest{All: true, Hold: &held}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.fleet.Held() {
+		t.Fatal("delete --all --hold did not hold the idle pool")
+	}
+	j, err := client.Submit(ctx, api.JobRequest{Script: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := waitAPIJob(ctx, t, client, j.ID, func(j api.Job) bool { return j.State.Done() }); done.State != api.JobSuccess {
+		t.Fatalf("a job while held: %+v, want it run on demand", done)
+	}
+	release := false
+	if _, err := client.DeleteInstances(ctx, api.DeleteInstancesRequest{Hold: &release}); err != nil {
+		t.Fatal(err)
+	}
+	if m.fleet.Held() {
+		t.Fatal(`{"hold": false} did not release the idle pool`)
+	}
+	if _, err := client.DeleteInstances(ctx, api.DeleteInstancesRequest{}); !isStatus(err, http.StatusBadRequest) {
+		t.Errorf("a request naming nothing: %v, want 400", err)
+	}
+}

@@ -55,6 +55,7 @@ func (m *Manager) Handler() http.Handler {
 	m.queue.Register(mux)
 	mux.HandleFunc("GET /api/v1/instances", m.serveInstances)
 	mux.HandleFunc("POST /api/v1/instances/delete", m.serveDeleteInstances)
+	mux.HandleFunc("POST /api/v1/config/reload", m.serveReload)
 	mux.Handle("GET /metrics", m.metrics.Handler())
 	mux.HandleFunc("GET /healthz", m.serveHealth)
 	m.mountConsole(mux)

@@ -52,6 +52,10 @@ type Options struct {
 	Version string
 	// Ready, if set, receives the HTTP address once the server listens.
 	Ready chan<- string
+	// LoadConfig, if set, reads the config file again for a reload
+	// (SIGHUP, POST /api/v1/config/reload); nil when berth runs without
+	// a file.
+	LoadConfig func() (*config.Config, error)
 	// StartRetryMax bounds the wait between attempts to initialise a
 	// provider that failed with a transient error at start (default 30s).
 	StartRetryMax time.Duration
@@ -75,6 +79,8 @@ type Manager struct {
 	cfg  *config.Config
 	opts Options
 	log  *slog.Logger
+	// reload is what the last config reload applied (reload.go).
+	reload reloader
 
 	store stateStore
 	// hostKeys records the host keys a provider plugin cannot report.
@@ -252,6 +258,7 @@ func (m *Manager) takeCharge(ctx context.Context) error {
 		Observe:        m.observe,
 	})
 	m.live.Store(m.fleet)
+	m.applyReloaded()
 	if haveSaved {
 		m.reconcileParked(saved.Envs, interrupted)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/berth-ci/berth/policy"
 )
 
 // ReasonOperator deletes an instance an operator asked to remove
@@ -101,4 +103,36 @@ type DeleteResult struct {
 	ID      string
 	Outcome string
 	Why     string
+}
+
+// Hold stops (true) or restarts (false) the idle pool: while held, no
+// instance is kept idle, warm or suspended, whatever the policy says, and
+// jobs book on demand (an instance is created for a job that comes, and
+// scaled in after idle_time), so an operator who deleted every instance
+// (`berth instances delete --all --hold`) sees the fleet stay at zero
+// instead of the policy booting a new idle instance at once. Not
+// persisted: a restarted berth follows its policy again.
+func (s *Scaler) Hold(held bool) { s.held = held }
+
+// Held reports whether the idle pool is held (Hold).
+func (s *Scaler) Held() bool { return s.held }
+
+// heldPolicy is p with its idle pool taken away: nothing idle, nothing
+// suspended, no wait target, and on-demand booking, without which a job
+// would wait for an idle slot that never comes.
+func heldPolicy(p policy.Policy) policy.Policy {
+	p.IdleCount, p.ScaleFactor, p.ScaleFactorLimit = 0, 0, 0
+	p.SuspendedIdleCount, p.TargetWait = 0, 0
+	p.Preemptive = false
+	return p
+}
+
+// SetLimits applies a reloaded config's policy schedule and instance
+// limits. Instances past a lower max_instances are not deleted: they leave
+// by scale-in as they idle, and no new one is made until the fleet is
+// under the limit; jobs already running are not touched.
+func (s *Scaler) SetLimits(policies Policies, maxInstances, maxUseCount int) {
+	s.cfg.Policies = policies
+	s.cfg.MaxInstances = maxInstances
+	s.cfg.MaxUseCount = maxUseCount
 }

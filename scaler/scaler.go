@@ -135,6 +135,10 @@ type Scaler struct {
 	// clockJumps counts steps longer than cfg.MaxClockStep (clockjump.go).
 	clockJumps int
 
+	// held pauses the idle pool (Hold): an operator stopped the fleet at
+	// zero and berth keeps it there until released or stopped.
+	held bool
+
 	instances map[string]*instance
 	byPhase   [numPhases]int
 	res       map[string]*reservation
@@ -232,4 +236,11 @@ func (s *Scaler) HasReady() bool { return len(s.actions) > 0 || s.dirty }
 
 func (s *Scaler) emit(a Action) { s.actions = append(s.actions, a) }
 
-func (s *Scaler) policy() policy.Policy { return s.cfg.Policies.At(s.now) }
+// policy is the idle pool policy now: the schedule's, or none while held.
+func (s *Scaler) policy() policy.Policy {
+	p := s.cfg.Policies.At(s.now)
+	if s.held {
+		p = heldPolicy(p)
+	}
+	return p
+}

@@ -262,6 +262,9 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 		h.s.ResumeResult(pos[0], errArg(args))
 	case "delete-all":
 		h.s.DeleteAll(scaler.ReasonShutdown)
+	case "hold":
+		// hold [off]: the operator's --hold, or its release.
+		h.s.Hold(!hasPos(pos, "off"))
 	case "stop-scale-up":
 		h.s.StopScaleUp()
 	case "crash":

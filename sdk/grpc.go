@@ -112,6 +112,19 @@ func (s *server) Init(ctx context.Context, r *pb.InitRequest) (_ *pb.InitRespons
 		}}, nil
 }
 
+func (s *server) CheckConfig(_ context.Context, r *pb.CheckConfigRequest) (_ *pb.CheckConfigResponse, err error) {
+	defer guard("CheckConfig", &err)
+	c, ok := s.impl.(provider.ConfigChecker)
+	if !ok {
+		return &pb.CheckConfigResponse{Unchecked: true}, nil
+	}
+	resp := &pb.CheckConfigResponse{}
+	for _, ce := range provider.ConfigErrors(c.CheckConfig(r.GetConfigJson())) {
+		resp.Problems = append(resp.Problems, &pb.ConfigProblem{Key: ce.Key, Message: ce.Message})
+	}
+	return resp, nil
+}
+
 func (s *server) Update(ctx context.Context, _ *pb.UpdateRequest) (_ *pb.UpdateResponse, err error) {
 	defer guard("Update", &err)
 	resp := &pb.UpdateResponse{}
@@ -307,6 +320,32 @@ func (c *Client) Init(ctx context.Context, s Settings) (Info, error) {
 	return Info{ID: r.GetId(), MaxSize: int(r.GetMaxSize()), Version: r.GetVersion(),
 		Capabilities: Capabilities{Suspend: caps.GetSuspend(), Notify: caps.GetNotify(), Recycle: caps.GetRecycle(),
 			Disposable: caps.GetDisposable()}}, nil
+}
+
+// ErrCheckUnsupported is returned by Client.CheckConfig when the plugin
+// cannot check a provider_config before Init: it predates CheckConfig, or
+// its group has no check of its own.
+var ErrCheckUnsupported = errors.New("the provider plugin cannot check its provider_config before it starts")
+
+// CheckConfig asks the plugin to check a provider_config without side
+// effects. The error is nil when the plugin accepts it, ErrCheckUnsupported
+// when it cannot tell, else the *provider.ConfigError values joined.
+func (c *Client) CheckConfig(ctx context.Context, raw []byte) error {
+	r, err := c.rpc.CheckConfig(ctx, &pb.CheckConfigRequest{ConfigJson: raw})
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unimplemented {
+		return ErrCheckUnsupported
+	}
+	if err != nil {
+		return callErr("CheckConfig", err)
+	}
+	if r.GetUnchecked() {
+		return ErrCheckUnsupported
+	}
+	var errs []error
+	for _, p := range r.GetProblems() {
+		errs = append(errs, &provider.ConfigError{Key: p.GetKey(), Message: p.GetMessage()})
+	}
+	return errors.Join(errs...)
 }
 
 // Update implements InstanceGroup.

@@ -57,9 +57,9 @@ func newInstancesCmd() *cobra.Command {
 
 func newInstancesDeleteCmd() *cobra.Command {
 	var (
-		conn       connFlags
-		all, force bool
-		asJSON     bool
+		conn                      connFlags
+		all, force, hold, release bool
+		asJSON                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "delete ID... | --all",
@@ -80,8 +80,16 @@ is set; with berth running, ` + "`berth instances delete --all`" + ` removes
 every idle one.`,
 		Example: `  berth instances delete local-3f9c2a1b7e
   berth instances delete --all
-  berth instances delete --all --force`,
+  berth instances delete --all --force
+  berth instances delete --all --hold     # stop at zero: no idle instance boots again
+  berth instances delete --release        # the idle policy applies again`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if release && (all || len(args) > 0 || hold) {
+				return fmt.Errorf("--release ends a --hold and deletes nothing: give it alone")
+			}
+			if release {
+				return nil
+			}
 			if all == (len(args) > 0) {
 				return fmt.Errorf("name the instances to delete (see berth instances) or pass --all, not both")
 			}
@@ -94,7 +102,11 @@ every idle one.`,
 			if err != nil {
 				return err
 			}
-			res, err := c.DeleteInstances(ctx, api.DeleteInstancesRequest{IDs: args, All: all, Force: force})
+			req := api.DeleteInstancesRequest{IDs: args, All: all, Force: force}
+			if hold || release {
+				req.Hold = &hold
+			}
+			res, err := c.DeleteInstances(ctx, req)
 			if err != nil {
 				return err
 			}
@@ -102,12 +114,24 @@ every idle one.`,
 			if asJSON {
 				return jsonOut(out, res)
 			}
-			return printDeleted(out, res.Instances, all)
+			if release {
+				fmt.Fprintln(out, "The idle pool is released: berth keeps idle instances as its policy says.")
+				return nil
+			}
+			if err := printDeleted(out, res.Instances, all); err != nil {
+				return err
+			}
+			if hold {
+				fmt.Fprintln(out, "The idle pool is held: no idle instance boots until `berth instances delete --release` or berth stops; jobs still run, on instances made for them.")
+			}
+			return nil
 		},
 	}
 	conn.add(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "delete every instance")
 	cmd.Flags().BoolVar(&force, "force", false, "also instances in use: drop parked environments, drain instances with running jobs")
+	cmd.Flags().BoolVar(&hold, "hold", false, "keep no idle instance afterwards (the idle policy is paused until --release or berth stops)")
+	cmd.Flags().BoolVar(&release, "release", false, "end a --hold: the idle policy applies again")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for machines")
 	return cmd
 }

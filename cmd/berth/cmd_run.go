@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-ci/berth/config"
 	"github.com/berth-ci/berth/internal/buildinfo"
 	"github.com/berth-ci/berth/internal/logging"
 	"github.com/berth-ci/berth/manager"
@@ -26,7 +27,7 @@ func newRunCmd() *cobra.Command {
 		Short: "Run the berth daemon (local provider and built-in queue when there is no config)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cfgFile)
+			cfg, err := loadConfig(cfgFile, findProvider)
 			if err != nil {
 				return err
 			}
@@ -49,10 +50,28 @@ func newRunCmd() *cobra.Command {
 
 			ctx, force, stop := stopSignals(log)
 			defer stop()
-			m, err := manager.New(ctx, cfg, log, manager.Options{Version: buildinfo.Read().Version, Force: force})
+			opts := manager.Options{Version: buildinfo.Read().Version, Force: force}
+			if cfgFile != "" {
+				// A reload reads the file as this start did, flags included.
+				opts.LoadConfig = func() (*config.Config, error) {
+					c, err := loadConfig(cfgFile, findProvider)
+					if err != nil {
+						return nil, err
+					}
+					if listen != "" {
+						c.Listen = listen
+					}
+					if stateDir != "" {
+						c.StateDir = stateDir
+					}
+					return c, c.Validate()
+				}
+			}
+			m, err := manager.New(ctx, cfg, log, opts)
 			if err != nil {
 				return fmt.Errorf("start: %w", err)
 			}
+			defer reloadOnHangup(log, m, opts.LoadConfig)()
 			return m.Run(ctx)
 		},
 	}
@@ -91,5 +110,38 @@ func stopSignals(log *slog.Logger) (ctx context.Context, force <-chan struct{}, 
 		signal.Stop(sigs)
 		close(done)
 		cancel()
+	}
+}
+
+// reloadOnHangup reads the config file again on every SIGHUP and applies
+// what can change while berth runs (manager.Reload); a file with mistakes
+// is logged and changes nothing. The returned func stops listening.
+func reloadOnHangup(log *slog.Logger, m *manager.Manager, load func() (*config.Config, error)) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+			case <-done:
+				return
+			}
+			if load == nil {
+				log.Warn("SIGHUP: berth runs without a config file, nothing to reload; start it with --config FILE")
+				continue
+			}
+			cfg, err := load()
+			if err == nil {
+				_, err = m.Reload(cfg)
+			}
+			if err != nil {
+				log.Error("SIGHUP: the config file was not applied; berth runs on with the config it had", "err", err.Error())
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
 	}
 }

@@ -21,12 +21,27 @@ func main() {
 	local.RunSandboxIfRequested()
 	// No descriptor berth inherited may reach its plugins or sandboxes.
 	_ = cloexec.Inherited()
+	root := newRootCmd()
+	if cmd, err := root.ExecuteC(); err != nil {
+		err = withUsage(cmd, err)
+		if _, quiet := err.(exitError); !quiet {
+			logging.Exit(os.Stderr, err) // a JSON line when berth run logs JSON
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// newRootCmd builds the berth command with every subcommand.
+func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "berth",
 		Short:         "Run CI jobs on an autoscaled fleet of instances",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// berth --version says what berth version does.
+		Version: buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("berth {{.Version}}\n")
 	// Every subcommand inherits it: a mistyped flag gets the closest one.
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
@@ -46,13 +61,8 @@ func main() {
 			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "berth", buildinfo.Read()) },
 		},
 	)
-	if cmd, err := root.ExecuteC(); err != nil {
-		err = withUsage(cmd, err)
-		if _, quiet := err.(exitError); !quiet {
-			logging.Exit(os.Stderr, err) // a JSON line when berth run logs JSON
-		}
-		os.Exit(exitCode(err))
-	}
+	refuseUnknownCommands(root)
+	return root
 }
 
 // exitCoder is implemented by errors that carry a process exit code, such as

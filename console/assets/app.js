@@ -131,14 +131,29 @@
         const ran = j.started_at ? ((j.finished_at ? Date.parse(j.finished_at) : now) - Date.parse(j.started_at)) / 1000 : null;
         const why = j.waiting_for ? '<span class="waiting" title="' + esc(j.waiting_detail || "") + '">waiting for ' + esc(j.waiting_for) + "</span>" : esc(j.reason || j.script || "");
         return '<tr class="click" data-source="' + esc(j.source) + '" data-id="' + esc(j.id) + '" id="job-' + esc(j.source) + "-" + esc(j.id) + '"><td>' +
-          esc(j.source) + "</td><td>" + esc(j.id) + "</td><td>" + esc(j.owner || "") + '</td><td class="state">' + esc(j.state) + "</td><td>" +
-          ts(j.created_at || j.started_at) + '</td><td class="num wait">' + dur(wait) + '</td><td class="num ran">' + dur(ran) + "</td><td>" + esc(j.instance || "") + '</td><td class="num">' +
+          esc(j.source) + '</td><td>' + esc(j.id) + '</td><td class="owner">' + esc(owner(j)) + '</td><td class="state">' + esc(j.state) + "</td><td>" +
+          ts(j.created_at || j.started_at) + '</td><td class="num wait">' + dur(wait) + '</td><td class="num ran"' +
+          (j.started_at && !j.finished_at ? ' data-started="' + esc(j.started_at) + '"' : "") + ">" + dur(ran) + "</td><td>" + esc(j.instance || "") + '</td><td class="num">' +
           (j.exit_code == null ? "" : j.exit_code) + '</td><td class="why">' + why + "</td></tr>";
       }).join("");
       markOpenJob();
       showCancel();
     });
   }
+
+  // owner names who queued a job: the API leaves the admin's jobs without
+  // an owner, which the table would show as a blank.
+  function owner(j) {
+    return j.owner || (j.source === "queue" ? "admin" : "");
+  }
+
+  // The jobs list is polled with If-None-Match and does not change while a
+  // job only runs on: its "Ran" advances here, every second.
+  setInterval(() => {
+    document.querySelectorAll("#jobs td.ran[data-started]").forEach((td) => {
+      td.textContent = dur((Date.now() - Date.parse(td.dataset.started)) / 1000);
+    });
+  }, 1000);
 
   // showCancel offers "Cancel job" only for a job that can still be
   // canceled: queued or running.

@@ -5,6 +5,7 @@
 package logging
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -80,14 +81,53 @@ func Exit(w io.Writer, err error) {
 // Setup makes s the process's default (slog.SetDefault, which also routes
 // the standard log package through it) and remembers it for Env, so that
 // code that takes slog.Default and the processes berth starts log alike.
+// Its level can change later with SetLevel (a config reload).
 func Setup(w io.Writer, s Settings) (*slog.Logger, error) {
-	log, err := New(w, s)
+	inner, err := New(w, Settings{Level: "debug", Format: s.Format})
 	if err != nil {
 		return nil, err
 	}
+	if err := SetLevel(s.Level); err != nil {
+		return nil, err
+	}
+	log := slog.New(&levelHandler{Handler: inner.Handler()})
 	slog.SetDefault(log)
 	current = s
 	return log, nil
+}
+
+// level is the level of the logger Setup made; SetLevel changes it.
+var level slog.LevelVar
+
+// SetLevel changes the level of the logger Setup made, and of the
+// processes berth starts from now on.
+func SetLevel(s string) error {
+	var l slog.Level
+	if s == "" {
+		s = "info"
+	}
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return fmt.Errorf("log level %q: want debug, info, warn or error", s)
+	}
+	level.Set(l)
+	if current.Level != "" || s != "info" {
+		current.Level = s
+	}
+	return nil
+}
+
+// levelHandler filters by SetLevel's level in front of a handler New made
+// at the lowest level (slog handlers check the level only in Enabled).
+type levelHandler struct{ slog.Handler }
+
+func (h *levelHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= level.Level() }
+
+func (h *levelHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &levelHandler{Handler: h.Handler.WithAttrs(as)}
+}
+
+func (h *levelHandler) WithGroup(name string) slog.Handler {
+	return &levelHandler{Handler: h.Handler.WithGroup(name)}
 }
 
 // current is what Setup was last given; Env passes it on.

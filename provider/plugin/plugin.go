@@ -176,35 +176,48 @@ func New(opts Options) *Group {
 // and did not come back within the call's timeout.
 var ErrUnavailable = errors.New("provider plugin unavailable")
 
-// start launches the plugin process and initialises it.
-func (g *Group) start(ctx context.Context) (*conn, provider.Info, error) {
-	cmd := exec.Command(g.opts.Path)
+// launch starts the plugin process at path and connects to it; the
+// caller kills the returned client.
+func launch(path string, log *slog.Logger, startTimeout time.Duration) (*goplugin.Client, goplugin.ClientProtocol, *sdk.Client, error) {
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: sdk.PluginSets(nil),
-		Cmd:              cmd,
+		Cmd:              exec.Command(path),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		StartTimeout:     g.opts.StartTimeout,
-		Stderr:           &logWriter{log: g.log},
+		StartTimeout:     startTimeout,
+		Stderr:           &logWriter{log: log},
 		// go-plugin's own parsing of plugin output is off: logWriter does it
 		// without trusting the plugin's JSON.
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Off}),
 	})
-	fail := func(err error) (*conn, provider.Info, error) {
+	fail := func(err error) (*goplugin.Client, goplugin.ClientProtocol, *sdk.Client, error) {
 		client.Kill()
-		return nil, provider.Info{}, err
+		return nil, nil, nil, err
 	}
 	rpc, err := client.Client()
 	if err != nil {
-		return fail(fmt.Errorf("start provider plugin %s: %w", g.opts.Path, err))
+		return fail(fmt.Errorf("start provider plugin %s: %w", path, err))
 	}
 	raw, err := rpc.Dispense(sdk.PluginName)
 	if err != nil {
-		return fail(fmt.Errorf("provider plugin %s: %w", g.opts.Path, err))
+		return fail(fmt.Errorf("provider plugin %s: %w", path, err))
 	}
 	ig, ok := raw.(*sdk.Client)
 	if !ok {
-		return fail(fmt.Errorf("provider plugin %s: unexpected plugin type %T", g.opts.Path, raw))
+		return fail(fmt.Errorf("provider plugin %s: unexpected plugin type %T", path, raw))
+	}
+	return client, rpc, ig, nil
+}
+
+// start launches the plugin process and initialises it.
+func (g *Group) start(ctx context.Context) (*conn, provider.Info, error) {
+	client, rpc, ig, err := launch(g.opts.Path, g.log, g.opts.StartTimeout)
+	if err != nil {
+		return nil, provider.Info{}, err
+	}
+	fail := func(err error) (*conn, provider.Info, error) {
+		client.Kill()
+		return nil, provider.Info{}, err
 	}
 	c := &conn{client: client, rpc: rpc, ig: ig, proto: client.NegotiatedVersion(), started: time.Now()}
 	if rc := client.ReattachConfig(); rc != nil {

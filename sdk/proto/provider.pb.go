@@ -44,6 +44,160 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type CheckConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// config_json is [autoscaler.provider_config] as a JSON object.
+	ConfigJson    []byte `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckConfigRequest) Reset() {
+	*x = CheckConfigRequest{}
+	mi := &file_provider_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckConfigRequest) ProtoMessage() {}
+
+func (x *CheckConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckConfigRequest.ProtoReflect.Descriptor instead.
+func (*CheckConfigRequest) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CheckConfigRequest) GetConfigJson() []byte {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return nil
+}
+
+type CheckConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// problems is empty when the config is accepted.
+	Problems []*ConfigProblem `protobuf:"bytes,1,rep,name=problems,proto3" json:"problems,omitempty"`
+	// unchecked is true when the plugin's instance group has no check of its
+	// own: the config is checked only by Init.
+	Unchecked     bool `protobuf:"varint,2,opt,name=unchecked,proto3" json:"unchecked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckConfigResponse) Reset() {
+	*x = CheckConfigResponse{}
+	mi := &file_provider_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckConfigResponse) ProtoMessage() {}
+
+func (x *CheckConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckConfigResponse.ProtoReflect.Descriptor instead.
+func (*CheckConfigResponse) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CheckConfigResponse) GetProblems() []*ConfigProblem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *CheckConfigResponse) GetUnchecked() bool {
+	if x != nil {
+		return x.Unchecked
+	}
+	return false
+}
+
+type ConfigProblem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key is the key under provider_config, "" for the table as a whole.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// message says what is wrong and what to do.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigProblem) Reset() {
+	*x = ConfigProblem{}
+	mi := &file_provider_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigProblem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigProblem) ProtoMessage() {}
+
+func (x *ConfigProblem) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigProblem.ProtoReflect.Descriptor instead.
+func (*ConfigProblem) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConfigProblem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ConfigProblem) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type Empty struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -52,7 +206,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_provider_proto_msgTypes[0]
+	mi := &file_provider_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -64,7 +218,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[0]
+	mi := &file_provider_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -77,7 +231,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{0}
+	return file_provider_proto_rawDescGZIP(), []int{3}
 }
 
 type InitRequest struct {
@@ -96,7 +250,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_provider_proto_msgTypes[1]
+	mi := &file_provider_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +262,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[1]
+	mi := &file_provider_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +275,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{1}
+	return file_provider_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InitRequest) GetConfigJson() []byte {
@@ -165,7 +319,7 @@ type Capabilities struct {
 
 func (x *Capabilities) Reset() {
 	*x = Capabilities{}
-	mi := &file_provider_proto_msgTypes[2]
+	mi := &file_provider_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -177,7 +331,7 @@ func (x *Capabilities) String() string {
 func (*Capabilities) ProtoMessage() {}
 
 func (x *Capabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[2]
+	mi := &file_provider_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -190,7 +344,7 @@ func (x *Capabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capabilities.ProtoReflect.Descriptor instead.
 func (*Capabilities) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{2}
+	return file_provider_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Capabilities) GetSuspend() bool {
@@ -232,7 +386,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +398,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +411,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{3}
+	return file_provider_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Notification) GetId() string {
@@ -286,7 +440,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +452,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +465,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{4}
+	return file_provider_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InitResponse) GetId() string {
@@ -350,7 +504,7 @@ type UpdateRequest struct {
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +516,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +529,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{5}
+	return file_provider_proto_rawDescGZIP(), []int{8}
 }
 
 type Instance struct {
@@ -390,7 +544,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +556,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +569,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Instance) GetId() string {
@@ -441,7 +595,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +607,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +620,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateResponse) GetInstances() []*Instance {
@@ -485,7 +639,7 @@ type IncreaseRequest struct {
 
 func (x *IncreaseRequest) Reset() {
 	*x = IncreaseRequest{}
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +651,7 @@ func (x *IncreaseRequest) String() string {
 func (*IncreaseRequest) ProtoMessage() {}
 
 func (x *IncreaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +664,7 @@ func (x *IncreaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncreaseRequest.ProtoReflect.Descriptor instead.
 func (*IncreaseRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IncreaseRequest) GetN() int64 {
@@ -532,7 +686,7 @@ type IncreaseResponse struct {
 
 func (x *IncreaseResponse) Reset() {
 	*x = IncreaseResponse{}
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +698,7 @@ func (x *IncreaseResponse) String() string {
 func (*IncreaseResponse) ProtoMessage() {}
 
 func (x *IncreaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +711,7 @@ func (x *IncreaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncreaseResponse.ProtoReflect.Descriptor instead.
 func (*IncreaseResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IncreaseResponse) GetCreated() int64 {
@@ -583,7 +737,7 @@ type IDsRequest struct {
 
 func (x *IDsRequest) Reset() {
 	*x = IDsRequest{}
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +749,7 @@ func (x *IDsRequest) String() string {
 func (*IDsRequest) ProtoMessage() {}
 
 func (x *IDsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +762,7 @@ func (x *IDsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDsRequest.ProtoReflect.Descriptor instead.
 func (*IDsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IDsRequest) GetIds() []string {
@@ -630,7 +784,7 @@ type IDsResponse struct {
 
 func (x *IDsResponse) Reset() {
 	*x = IDsResponse{}
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +796,7 @@ func (x *IDsResponse) String() string {
 func (*IDsResponse) ProtoMessage() {}
 
 func (x *IDsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +809,7 @@ func (x *IDsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDsResponse.ProtoReflect.Descriptor instead.
 func (*IDsResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IDsResponse) GetAccepted() []string {
@@ -681,7 +835,7 @@ type InstanceRequest struct {
 
 func (x *InstanceRequest) Reset() {
 	*x = InstanceRequest{}
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +847,7 @@ func (x *InstanceRequest) String() string {
 func (*InstanceRequest) ProtoMessage() {}
 
 func (x *InstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +860,7 @@ func (x *InstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceRequest.ProtoReflect.Descriptor instead.
 func (*InstanceRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InstanceRequest) GetId() string {
@@ -734,7 +888,7 @@ type ConnectInfoResponse struct {
 
 func (x *ConnectInfoResponse) Reset() {
 	*x = ConnectInfoResponse{}
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +900,7 @@ func (x *ConnectInfoResponse) String() string {
 func (*ConnectInfoResponse) ProtoMessage() {}
 
 func (x *ConnectInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +913,7 @@ func (x *ConnectInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectInfoResponse.ProtoReflect.Descriptor instead.
 func (*ConnectInfoResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConnectInfoResponse) GetId() string {
@@ -815,7 +969,16 @@ var File_provider_proto protoreflect.FileDescriptor
 
 const file_provider_proto_rawDesc = "" +
 	"\n" +
-	"\x0eprovider.proto\x12\x11berth.provider.v1\"\a\n" +
+	"\x0eprovider.proto\x12\x11berth.provider.v1\"5\n" +
+	"\x12CheckConfigRequest\x12\x1f\n" +
+	"\vconfig_json\x18\x01 \x01(\fR\n" +
+	"configJson\"q\n" +
+	"\x13CheckConfigResponse\x12<\n" +
+	"\bproblems\x18\x01 \x03(\v2 .berth.provider.v1.ConfigProblemR\bproblems\x12\x1c\n" +
+	"\tunchecked\x18\x02 \x01(\bR\tunchecked\";\n" +
+	"\rConfigProblem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\a\n" +
 	"\x05Empty\"e\n" +
 	"\vInitRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
@@ -864,7 +1027,7 @@ const file_provider_proto_rawDesc = "" +
 	"\vprivate_key\x18\x05 \x01(\fR\n" +
 	"privateKey\x12\x0e\n" +
 	"\x02os\x18\x06 \x01(\tR\x02os\x12\x12\n" +
-	"\x04arch\x18\a \x01(\tR\x04arch2\xcf\x06\n" +
+	"\x04arch\x18\a \x01(\tR\x04arch2\xad\a\n" +
 	"\rInstanceGroup\x12G\n" +
 	"\x04Init\x12\x1e.berth.provider.v1.InitRequest\x1a\x1f.berth.provider.v1.InitResponse\x12M\n" +
 	"\x06Update\x12 .berth.provider.v1.UpdateRequest\x1a!.berth.provider.v1.UpdateResponse\x12S\n" +
@@ -876,7 +1039,8 @@ const file_provider_proto_rawDesc = "" +
 	"\x06Resume\x12\x1d.berth.provider.v1.IDsRequest\x1a\x1e.berth.provider.v1.IDsResponse\x12>\n" +
 	"\bShutdown\x12\x18.berth.provider.v1.Empty\x1a\x18.berth.provider.v1.Empty\x12G\n" +
 	"\aRecycle\x12\".berth.provider.v1.InstanceRequest\x1a\x18.berth.provider.v1.Empty\x12D\n" +
-	"\x05Watch\x12\x18.berth.provider.v1.Empty\x1a\x1f.berth.provider.v1.Notification0\x01B%Z#github.com/berth-ci/berth/sdk/protob\x06proto3"
+	"\x05Watch\x12\x18.berth.provider.v1.Empty\x1a\x1f.berth.provider.v1.Notification0\x01\x12\\\n" +
+	"\vCheckConfig\x12%.berth.provider.v1.CheckConfigRequest\x1a&.berth.provider.v1.CheckConfigResponseB%Z#github.com/berth-ci/berth/sdk/protob\x06proto3"
 
 var (
 	file_provider_proto_rawDescOnce sync.Once
@@ -890,53 +1054,59 @@ func file_provider_proto_rawDescGZIP() []byte {
 	return file_provider_proto_rawDescData
 }
 
-var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_provider_proto_goTypes = []any{
-	(*Empty)(nil),               // 0: berth.provider.v1.Empty
-	(*InitRequest)(nil),         // 1: berth.provider.v1.InitRequest
-	(*Capabilities)(nil),        // 2: berth.provider.v1.Capabilities
-	(*Notification)(nil),        // 3: berth.provider.v1.Notification
-	(*InitResponse)(nil),        // 4: berth.provider.v1.InitResponse
-	(*UpdateRequest)(nil),       // 5: berth.provider.v1.UpdateRequest
-	(*Instance)(nil),            // 6: berth.provider.v1.Instance
-	(*UpdateResponse)(nil),      // 7: berth.provider.v1.UpdateResponse
-	(*IncreaseRequest)(nil),     // 8: berth.provider.v1.IncreaseRequest
-	(*IncreaseResponse)(nil),    // 9: berth.provider.v1.IncreaseResponse
-	(*IDsRequest)(nil),          // 10: berth.provider.v1.IDsRequest
-	(*IDsResponse)(nil),         // 11: berth.provider.v1.IDsResponse
-	(*InstanceRequest)(nil),     // 12: berth.provider.v1.InstanceRequest
-	(*ConnectInfoResponse)(nil), // 13: berth.provider.v1.ConnectInfoResponse
+	(*CheckConfigRequest)(nil),  // 0: berth.provider.v1.CheckConfigRequest
+	(*CheckConfigResponse)(nil), // 1: berth.provider.v1.CheckConfigResponse
+	(*ConfigProblem)(nil),       // 2: berth.provider.v1.ConfigProblem
+	(*Empty)(nil),               // 3: berth.provider.v1.Empty
+	(*InitRequest)(nil),         // 4: berth.provider.v1.InitRequest
+	(*Capabilities)(nil),        // 5: berth.provider.v1.Capabilities
+	(*Notification)(nil),        // 6: berth.provider.v1.Notification
+	(*InitResponse)(nil),        // 7: berth.provider.v1.InitResponse
+	(*UpdateRequest)(nil),       // 8: berth.provider.v1.UpdateRequest
+	(*Instance)(nil),            // 9: berth.provider.v1.Instance
+	(*UpdateResponse)(nil),      // 10: berth.provider.v1.UpdateResponse
+	(*IncreaseRequest)(nil),     // 11: berth.provider.v1.IncreaseRequest
+	(*IncreaseResponse)(nil),    // 12: berth.provider.v1.IncreaseResponse
+	(*IDsRequest)(nil),          // 13: berth.provider.v1.IDsRequest
+	(*IDsResponse)(nil),         // 14: berth.provider.v1.IDsResponse
+	(*InstanceRequest)(nil),     // 15: berth.provider.v1.InstanceRequest
+	(*ConnectInfoResponse)(nil), // 16: berth.provider.v1.ConnectInfoResponse
 }
 var file_provider_proto_depIdxs = []int32{
-	2,  // 0: berth.provider.v1.InitResponse.capabilities:type_name -> berth.provider.v1.Capabilities
-	6,  // 1: berth.provider.v1.UpdateResponse.instances:type_name -> berth.provider.v1.Instance
-	1,  // 2: berth.provider.v1.InstanceGroup.Init:input_type -> berth.provider.v1.InitRequest
-	5,  // 3: berth.provider.v1.InstanceGroup.Update:input_type -> berth.provider.v1.UpdateRequest
-	8,  // 4: berth.provider.v1.InstanceGroup.Increase:input_type -> berth.provider.v1.IncreaseRequest
-	10, // 5: berth.provider.v1.InstanceGroup.Decrease:input_type -> berth.provider.v1.IDsRequest
-	12, // 6: berth.provider.v1.InstanceGroup.ConnectInfo:input_type -> berth.provider.v1.InstanceRequest
-	12, // 7: berth.provider.v1.InstanceGroup.Heartbeat:input_type -> berth.provider.v1.InstanceRequest
-	10, // 8: berth.provider.v1.InstanceGroup.Suspend:input_type -> berth.provider.v1.IDsRequest
-	10, // 9: berth.provider.v1.InstanceGroup.Resume:input_type -> berth.provider.v1.IDsRequest
-	0,  // 10: berth.provider.v1.InstanceGroup.Shutdown:input_type -> berth.provider.v1.Empty
-	12, // 11: berth.provider.v1.InstanceGroup.Recycle:input_type -> berth.provider.v1.InstanceRequest
-	0,  // 12: berth.provider.v1.InstanceGroup.Watch:input_type -> berth.provider.v1.Empty
-	4,  // 13: berth.provider.v1.InstanceGroup.Init:output_type -> berth.provider.v1.InitResponse
-	7,  // 14: berth.provider.v1.InstanceGroup.Update:output_type -> berth.provider.v1.UpdateResponse
-	9,  // 15: berth.provider.v1.InstanceGroup.Increase:output_type -> berth.provider.v1.IncreaseResponse
-	11, // 16: berth.provider.v1.InstanceGroup.Decrease:output_type -> berth.provider.v1.IDsResponse
-	13, // 17: berth.provider.v1.InstanceGroup.ConnectInfo:output_type -> berth.provider.v1.ConnectInfoResponse
-	0,  // 18: berth.provider.v1.InstanceGroup.Heartbeat:output_type -> berth.provider.v1.Empty
-	11, // 19: berth.provider.v1.InstanceGroup.Suspend:output_type -> berth.provider.v1.IDsResponse
-	11, // 20: berth.provider.v1.InstanceGroup.Resume:output_type -> berth.provider.v1.IDsResponse
-	0,  // 21: berth.provider.v1.InstanceGroup.Shutdown:output_type -> berth.provider.v1.Empty
-	0,  // 22: berth.provider.v1.InstanceGroup.Recycle:output_type -> berth.provider.v1.Empty
-	3,  // 23: berth.provider.v1.InstanceGroup.Watch:output_type -> berth.provider.v1.Notification
-	13, // [13:24] is the sub-list for method output_type
-	2,  // [2:13] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	2,  // 0: berth.provider.v1.CheckConfigResponse.problems:type_name -> berth.provider.v1.ConfigProblem
+	5,  // 1: berth.provider.v1.InitResponse.capabilities:type_name -> berth.provider.v1.Capabilities
+	9,  // 2: berth.provider.v1.UpdateResponse.instances:type_name -> berth.provider.v1.Instance
+	4,  // 3: berth.provider.v1.InstanceGroup.Init:input_type -> berth.provider.v1.InitRequest
+	8,  // 4: berth.provider.v1.InstanceGroup.Update:input_type -> berth.provider.v1.UpdateRequest
+	11, // 5: berth.provider.v1.InstanceGroup.Increase:input_type -> berth.provider.v1.IncreaseRequest
+	13, // 6: berth.provider.v1.InstanceGroup.Decrease:input_type -> berth.provider.v1.IDsRequest
+	15, // 7: berth.provider.v1.InstanceGroup.ConnectInfo:input_type -> berth.provider.v1.InstanceRequest
+	15, // 8: berth.provider.v1.InstanceGroup.Heartbeat:input_type -> berth.provider.v1.InstanceRequest
+	13, // 9: berth.provider.v1.InstanceGroup.Suspend:input_type -> berth.provider.v1.IDsRequest
+	13, // 10: berth.provider.v1.InstanceGroup.Resume:input_type -> berth.provider.v1.IDsRequest
+	3,  // 11: berth.provider.v1.InstanceGroup.Shutdown:input_type -> berth.provider.v1.Empty
+	15, // 12: berth.provider.v1.InstanceGroup.Recycle:input_type -> berth.provider.v1.InstanceRequest
+	3,  // 13: berth.provider.v1.InstanceGroup.Watch:input_type -> berth.provider.v1.Empty
+	0,  // 14: berth.provider.v1.InstanceGroup.CheckConfig:input_type -> berth.provider.v1.CheckConfigRequest
+	7,  // 15: berth.provider.v1.InstanceGroup.Init:output_type -> berth.provider.v1.InitResponse
+	10, // 16: berth.provider.v1.InstanceGroup.Update:output_type -> berth.provider.v1.UpdateResponse
+	12, // 17: berth.provider.v1.InstanceGroup.Increase:output_type -> berth.provider.v1.IncreaseResponse
+	14, // 18: berth.provider.v1.InstanceGroup.Decrease:output_type -> berth.provider.v1.IDsResponse
+	16, // 19: berth.provider.v1.InstanceGroup.ConnectInfo:output_type -> berth.provider.v1.ConnectInfoResponse
+	3,  // 20: berth.provider.v1.InstanceGroup.Heartbeat:output_type -> berth.provider.v1.Empty
+	14, // 21: berth.provider.v1.InstanceGroup.Suspend:output_type -> berth.provider.v1.IDsResponse
+	14, // 22: berth.provider.v1.InstanceGroup.Resume:output_type -> berth.provider.v1.IDsResponse
+	3,  // 23: berth.provider.v1.InstanceGroup.Shutdown:output_type -> berth.provider.v1.Empty
+	3,  // 24: berth.provider.v1.InstanceGroup.Recycle:output_type -> berth.provider.v1.Empty
+	6,  // 25: berth.provider.v1.InstanceGroup.Watch:output_type -> berth.provider.v1.Notification
+	1,  // 26: berth.provider.v1.InstanceGroup.CheckConfig:output_type -> berth.provider.v1.CheckConfigResponse
+	15, // [15:27] is the sub-list for method output_type
+	3,  // [3:15] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_provider_proto_init() }
@@ -950,7 +1120,7 @@ func file_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_proto_rawDesc), len(file_provider_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -53,6 +53,7 @@ const (
 	InstanceGroup_Shutdown_FullMethodName    = "/berth.provider.v1.InstanceGroup/Shutdown"
 	InstanceGroup_Recycle_FullMethodName     = "/berth.provider.v1.InstanceGroup/Recycle"
 	InstanceGroup_Watch_FullMethodName       = "/berth.provider.v1.InstanceGroup/Watch"
+	InstanceGroup_CheckConfig_FullMethodName = "/berth.provider.v1.InstanceGroup/CheckConfig"
 )
 
 // InstanceGroupClient is the client API for InstanceGroup service.
@@ -82,6 +83,12 @@ type InstanceGroupClient interface {
 	// latency only. UNIMPLEMENTED when the group cannot notify;
 	// capabilities.notify says whether it can.
 	Watch(ctx context.Context, in *Empty, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Notification], error)
+	// CheckConfig checks a provider_config without side effects (no cloud
+	// call, no file written), for `berth config check`: it answers every
+	// problem Init would refuse the config for. Added within version 1: an
+	// older plugin answers UNIMPLEMENTED, and the host then says the config is
+	// checked only when berth starts the plugin.
+	CheckConfig(ctx context.Context, in *CheckConfigRequest, opts ...grpc.CallOption) (*CheckConfigResponse, error)
 }
 
 type instanceGroupClient struct {
@@ -211,6 +218,16 @@ func (c *instanceGroupClient) Watch(ctx context.Context, in *Empty, opts ...grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type InstanceGroup_WatchClient = grpc.ServerStreamingClient[Notification]
 
+func (c *instanceGroupClient) CheckConfig(ctx context.Context, in *CheckConfigRequest, opts ...grpc.CallOption) (*CheckConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckConfigResponse)
+	err := c.cc.Invoke(ctx, InstanceGroup_CheckConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InstanceGroupServer is the server API for InstanceGroup service.
 // All implementations must embed UnimplementedInstanceGroupServer
 // for forward compatibility.
@@ -238,6 +255,12 @@ type InstanceGroupServer interface {
 	// latency only. UNIMPLEMENTED when the group cannot notify;
 	// capabilities.notify says whether it can.
 	Watch(*Empty, grpc.ServerStreamingServer[Notification]) error
+	// CheckConfig checks a provider_config without side effects (no cloud
+	// call, no file written), for `berth config check`: it answers every
+	// problem Init would refuse the config for. Added within version 1: an
+	// older plugin answers UNIMPLEMENTED, and the host then says the config is
+	// checked only when berth starts the plugin.
+	CheckConfig(context.Context, *CheckConfigRequest) (*CheckConfigResponse, error)
 	mustEmbedUnimplementedInstanceGroupServer()
 }
 
@@ -280,6 +303,9 @@ func (UnimplementedInstanceGroupServer) Recycle(context.Context, *InstanceReques
 }
 func (UnimplementedInstanceGroupServer) Watch(*Empty, grpc.ServerStreamingServer[Notification]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedInstanceGroupServer) CheckConfig(context.Context, *CheckConfigRequest) (*CheckConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckConfig not implemented")
 }
 func (UnimplementedInstanceGroupServer) mustEmbedUnimplementedInstanceGroupServer() {}
 func (UnimplementedInstanceGroupServer) testEmbeddedByValue()                       {}
@@ -493,6 +519,24 @@ func _InstanceGroup_Watch_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type InstanceGroup_WatchServer = grpc.ServerStreamingServer[Notification]
 
+func _InstanceGroup_CheckConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InstanceGroupServer).CheckConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InstanceGroup_CheckConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InstanceGroupServer).CheckConfig(ctx, req.(*CheckConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InstanceGroup_ServiceDesc is the grpc.ServiceDesc for InstanceGroup service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -539,6 +583,10 @@ var InstanceGroup_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Recycle",
 			Handler:    _InstanceGroup_Recycle_Handler,
+		},
+		{
+			MethodName: "CheckConfig",
+			Handler:    _InstanceGroup_CheckConfig_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
