@@ -302,10 +302,7 @@ func tokenFileName(runner string) string {
 // pull settings to [images] (from the first runner only: berth has one).
 func (im *importer) docker(src *block, r *runner, d *tbl, first bool) {
 	if img := d.str("image"); img != "" {
-		src.note("image = %s", quote(img))
-		src.note("  GitLab runs jobs that name no image: in this one. This berth has no default image for a source yet:")
-		src.note("  such jobs run on the instance's own system. Name the image in .gitlab-ci.yml (default: image: ...),")
-		src.note("  or uncomment the line above where berth takes [[source]] image.")
+		src.set("image", img) // jobs that name no image run in it, as in the docker executor
 	}
 	imgs := &block{header: "[images]"}
 	if v, ok := d.take("pull_policy"); ok {
