@@ -240,21 +240,9 @@ func (m *Manager) serveGitLabLog(w http.ResponseWriter, r *http.Request, id stri
 		api.WriteError(w, http.StatusNotFound, fmt.Sprintf("no GitLab job %s among the last %d berth took; GitLab keeps every job's log", id, gitlabJobsKept))
 		return
 	}
-	follow := false
-	switch v := r.URL.Query().Get("follow"); v {
-	case "", "0", "false":
-	case "1", "true":
-		follow = true
-	default:
-		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("follow=%q: use follow=1 to stream or leave it out", v))
+	rc, follow, ok := api.StartLogStream(w, r)
+	if !ok {
 		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
-	rc := http.NewResponseController(w)
-	if follow {
-		_ = rc.SetWriteDeadline(time.Time{}) // a job may run for hours
 	}
 	offset := 0
 	for {

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-ci/berth/internal/bytesize"
 )
 
 // The artifacts API, as gitlab-runner's artifacts-uploader and -downloader
@@ -132,7 +134,7 @@ func (j *Job) postArtifact(ctx context.Context, q url.Values, filename string, a
 	case http.StatusRequestEntityTooLarge:
 		return fmt.Errorf("%w: %w: 413 Request Entity Too Large: the archive (%s) is larger than GitLab's maximum artifacts size for this project%s; "+
 			"keep fewer or smaller paths in artifacts:, or ask a GitLab admin to raise the limit (Admin > Settings > CI/CD > Maximum artifacts size, "+
-			"or the project's or group's setting)", errNoRetry, errArtifactTooLarge, humanSize(size), gitlabMessage(resp.body))
+			"or the project's or group's setting)", errNoRetry, errArtifactTooLarge, bytesize.Format(size), gitlabMessage(resp.body))
 	case http.StatusForbidden, http.StatusUnauthorized:
 		return fmt.Errorf("%w: %d Forbidden: GitLab refused the job token (the job is no longer running, or was canceled): %s", errNoRetry, resp.status, truncate(resp.body, 200))
 	default:
@@ -154,20 +156,6 @@ func gitlabMessage(body []byte) string {
 		return ""
 	}
 	return " (GitLab: " + truncate([]byte(s), 200) + ")"
-}
-
-// humanSize prints n bytes in binary units, as the trace shows sizes.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // downloadArtifacts fetches dep's archive into a temp file, retrying network

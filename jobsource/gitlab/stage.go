@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/berth-ci/berth/artifacts"
+	"github.com/berth-ci/berth/internal/bytesize"
 	"github.com/berth-ci/berth/jobsource"
 )
 
@@ -313,7 +314,7 @@ func (j *Job) collectArtifact(ctx context.Context, f jobsource.Files, a jobArtif
 	if lw.over {
 		return fmt.Errorf("%w: the archive of %d files and directories is larger than this runner's max_artifact_size of %s "+
 			"(packing stopped there, nothing was uploaded); keep fewer or smaller paths in artifacts:, or ask the berth operator to raise max_artifact_size",
-			errArtifactTooLarge, len(paths), humanSize(lw.limit))
+			errArtifactTooLarge, len(paths), bytesize.Format(lw.limit))
 	}
 	if err != nil {
 		return err

@@ -137,23 +137,9 @@ func (q *Queue) handleLog(w http.ResponseWriter, r *http.Request) {
 		q.writeError(w, err)
 		return
 	}
-	follow := false
-	switch v := r.URL.Query().Get("follow"); v {
-	case "", "0", "false":
-	case "1", "true":
-		follow = true
-	default:
-		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf("follow=%q: use follow=1 to stream or leave it out", v))
+	rc, follow, ok := api.StartLogStream(w, r)
+	if !ok {
 		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
-	rc := http.NewResponseController(w)
-	if follow {
-		// A job may run for hours; the server's write timeout is meant for
-		// ordinary requests, not for this stream.
-		_ = rc.SetWriteDeadline(time.Time{})
 	}
 	var offset int64 // how much of the log was sent
 	for {

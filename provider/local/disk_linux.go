@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-ci/berth/internal/bytesize"
 )
 
 // diskDirs are the sandbox directories that live on the host's disk (the
@@ -212,13 +214,13 @@ func freeBytes(dir string) int64 {
 // diskMaxMessage says why the job was killed and what to do.
 func diskMaxMessage(used, limit int64) string {
 	return fmt.Sprintf("\nberth: the job was killed: its files in /berth, /tmp and its images' writable layers take %s, over this instance's %s limit (provider_config disk_max); "+
-		"clean up as the job goes, or ask the berth operator for a larger disk_max\n", human(used), human(limit))
+		"clean up as the job goes, or ask the berth operator for a larger disk_max\n", bytesize.Format(used), bytesize.Format(limit))
 }
 
 // diskReserveMessage says why a job was killed at the reserve.
 func diskReserveMessage(free, reserve int64) string {
 	return fmt.Sprintf("\nberth: the job was killed: it kept writing while the host's disk had %s free, under the %s kept in reserve "+
-		"for berth and other jobs (provider_config disk_reserve); retry later, or ask the berth operator to free disk space\n", human(free), human(reserve))
+		"for berth and other jobs (provider_config disk_reserve); retry later, or ask the berth operator to free disk space\n", bytesize.Format(free), bytesize.Format(reserve))
 }
 
 // defaultDiskReserve is 5% of the file system holding dir, at most 1 GiB.
@@ -228,18 +230,4 @@ func defaultDiskReserve(dir string) int64 {
 		return 0
 	}
 	return min(int64(st.Blocks)*st.Bsize/20, 1<<30)
-}
-
-// human formats a byte count with a binary unit.
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
 }
