@@ -383,7 +383,15 @@ func TestHostNetworkReachesLoopback(t *testing.T) {
 // would show berth's files to jobs where it cannot hide them, naming the
 // path and the key.
 func TestRefusesVisiblePrivatePath(t *testing.T) {
+	// A file in a directory that is not berth's own: covering it would
+	// take the rest of that directory from jobs too.
+	shared, err := os.MkdirTemp("/var/tmp", "berth-shared-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	must(t, os.Mkdir(filepath.Join(shared, "ci"), 0o755))
+	must(t, os.WriteFile(filepath.Join(shared, "ci", "token"), []byte(secret), 0o600))
 	for _, c := range []struct{ private, config, why string }{
+		{filepath.Join(shared, "ci", "token"), fmt.Sprintf(`{"host_paths": ["/usr", %q]}`, shared), "a file in a directory not berth's own"},
 		{"/etc/berth-absent-dir/token", "", "its directory does not exist yet"},
 		{"/opt/berth-absent-dir/state", "", "its directory does not exist yet"},
 		{"/etc/hostname", "", "a file directly in a host path"},

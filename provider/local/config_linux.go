@@ -152,16 +152,17 @@ var ErrPrivateVisible = errors.New("a private path would be visible to jobs")
 
 // privateMasks works out what each sandbox must cover so that no private
 // path (berth's state dir, config file, token files) is visible through a
-// host path: for a private path inside a host path, the directory just
-// below the host path on the way to it (/etc/berth for
-// /etc/berth/berth.toml under /etc), which sandboxes cover with an empty
-// read-only tmpfs. A directory, not the file itself: an editor or
-// install(1) replaces a file by renaming a new one over it, and the kernel
-// drops a mount whose mount point is renamed over, so a mask on the file
-// would show the next version of it. It refuses what it cannot hide: a
-// private file directly in a host path, a host path inside a private
-// path, and a directory on the way that does not exist yet (created
-// later, it would be visible).
+// host path. A private directory is covered itself; a private file by its
+// directory (/etc/berth for /etc/berth/berth.toml under /etc), not by a
+// cover on the file: an editor or install(1) replaces a file by renaming a
+// new one over it, and the kernel drops a mount whose mount point is
+// renamed over, so a cover on the file would show the next version of it.
+// Sandboxes cover each with an empty read-only tmpfs. A file's directory
+// is covered only when it is berth's own (its name says "berth"): covering
+// /usr/share for a token kept there would take all of it from jobs. It
+// refuses what it cannot hide: a private file directly in a host path or
+// in a directory not berth's own, a host path inside a private path, and
+// a private path that does not exist yet (created later, it would show).
 func privateMasks(hostPaths []string, private []string) ([]string, error) {
 	var masks []string
 	for _, h := range hostPaths {
@@ -174,28 +175,41 @@ func privateMasks(hostPaths []string, private []string) ([]string, error) {
 			if p == "" {
 				continue
 			}
-			pr := resolve(p)
-			if within(hr, pr) {
-				return nil, fmt.Errorf("local provider: %w: host path %s (provider_config key host_paths) lies inside %s, which holds berth's state, config or a token; set host_paths to a list without %s, or move %s elsewhere", ErrPrivateVisible, h, p, h, p)
+			mask, err := privateMask(h, hr, p)
+			if err != nil {
+				return nil, fmt.Errorf("local provider: %w: %w", ErrPrivateVisible, err)
 			}
-			if !within(pr, hr) {
-				continue
-			}
-			rel, _ := filepath.Rel(hr, pr)
-			mask := filepath.Join(h, strings.SplitN(rel, "/", 2)[0])
-			mfi, err := os.Stat(mask)
-			switch {
-			case err != nil:
-				return nil, fmt.Errorf("local provider: %w: host path %s (provider_config key host_paths) would show %s to every job once %s exists, and berth hides only directories that exist at start; create %s (mode 0700) before starting berth, or move %s out of %s", ErrPrivateVisible, h, p, mask, mask, p, h)
-			case !mfi.IsDir():
-				return nil, fmt.Errorf("local provider: %w: host path %s (provider_config key host_paths) would show %s to every job, and berth hides private files only inside a directory of their own; move %s into a directory such as %s, or set host_paths to a list without %s", ErrPrivateVisible, h, p, p, filepath.Join(h, "berth")+"/", h)
-			}
-			if !containsStr(masks, mask) {
+			if mask != "" && !containsStr(masks, mask) {
 				masks = append(masks, mask)
 			}
 		}
 	}
 	return masks, nil
+}
+
+// privateMask is the directory to cover so that private path p is not seen
+// through host path h (hr: h resolved), "" when p is not under h.
+func privateMask(h, hr, p string) (string, error) {
+	pr := resolve(p)
+	if within(hr, pr) {
+		return "", fmt.Errorf("host path %s (provider_config key host_paths) lies inside %s, which holds berth's state, config or a token; set host_paths to a list without %s, or move %s elsewhere", h, p, h, p)
+	}
+	if !within(pr, hr) {
+		return "", nil
+	}
+	rel, _ := filepath.Rel(hr, pr)
+	fi, err := os.Stat(pr)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("host path %s (provider_config key host_paths) would show %s to every job once it exists, and berth hides only what exists at start; create it before starting berth, or move it out of %s", h, p, h)
+	case fi.IsDir():
+		return filepath.Join(h, rel), nil
+	}
+	dir := filepath.Dir(rel)
+	if dir == "." || !strings.Contains(filepath.Base(dir), "berth") {
+		return "", fmt.Errorf("host path %s (provider_config key host_paths) would show %s to every job, and berth hides a private file by covering its directory only when that directory is berth's own (its name says berth); move %s into a directory such as %s, or set host_paths to a list without %s", h, p, p, filepath.Join(h, "berth")+"/", h)
+	}
+	return filepath.Join(h, dir), nil
 }
 
 // idRange is a range of host IDs that sandbox IDs 0..Size-1 map to.

@@ -48,11 +48,12 @@
 // own (ptmx) and a private 64 MiB /dev/shm. Nothing else exists: no /sys,
 // /home, /root, /var, /run, no host devices. A private path (Settings.Private:
 // berth's state dir, config file, token files; and always the provider's
-// state dir) inside a host path is hidden: the directory just below the
-// host path on the way to it (/etc/berth for /etc/berth/berth.toml) is
-// covered by an empty read-only tmpfs. Init refuses to start, naming the
-// path and the key to change, where that cannot hide it: a private file
-// directly in a host path, a host path inside a private path.
+// state dir) inside a host path is hidden by an empty read-only tmpfs over
+// it: a private directory itself, a private file by its directory when
+// that is berth's own (/etc/berth for /etc/berth/berth.toml). Init refuses
+// to start, naming the path and the key to change, where that cannot hide
+// it: a private file directly in a host path or in a directory not
+// berth's own, a host path inside a private path, a missing private path.
 //
 // PID 1 sets this up, makes itself non-dumpable, ignores the signals that
 // would end it, and starts every command from one thread of its own that
