@@ -210,14 +210,7 @@ func TestImageBuildsInImageJobs(t *testing.T) {
 // MS_REC the kernel refuses to leave the locked cover behind; with it the
 // cover comes along).
 func TestImageBuildsKeepPrivateDirHidden(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "berth-hide-")
-	must(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	must(t, os.Chmod(base, 0o755))
-	must(t, os.WriteFile(filepath.Join(base, "public.txt"), []byte("public\n"), 0o644))
-	must(t, os.Mkdir(filepath.Join(base, "berth"), 0o755))
-	conf := filepath.Join(base, "berth", "berth.toml")
-	must(t, os.WriteFile(conf, []byte(secret), 0o644))
+	base, conf := hiddenConfigLayout(t)
 	for _, network := range []string{"isolated", "host"} {
 		cfg := fmt.Sprintf(`{"image_builds": true, "network": %q, "host_paths": ["/usr", "/bin", "/sbin", "/lib", "/lib64", %q]}`, network, base)
 		f := newFixtureHiding(t, cfg, conf)

@@ -419,20 +419,30 @@ func TestRefusesVisiblePrivatePath(t *testing.T) {
 // /etc). Jobs see the host path, not that directory, and cannot uncover
 // it: not by unmounting the cover, not by binding the host path again.
 func TestHidesPrivateDirInHostPath(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "berth-hide-")
-	must(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	must(t, os.Chmod(base, 0o755))
-	must(t, os.WriteFile(filepath.Join(base, "public.txt"), []byte("public\n"), 0o644))
-	must(t, os.Mkdir(filepath.Join(base, "berth"), 0o755))
-	conf := filepath.Join(base, "berth", "berth.toml")
-	must(t, os.WriteFile(conf, []byte(secret), 0o644))
+	base, conf := hiddenConfigLayout(t)
 	// Both ways a host path is shown: an overlay (network isolated) and a
 	// bind mount (network host).
 	for _, network := range []string{"isolated", "host"} {
 		cfg := fmt.Sprintf(`{"network": %q, "host_paths": ["/usr", "/bin", "/sbin", "/lib", "/lib64", %q]}`, network, base)
 		hidesPrivateDir(t, newFixtureHiding(t, cfg, conf), base, conf)
 	}
+}
+
+// hiddenConfigLayout makes a host path base (under /var/tmp: a sandbox has
+// its own /tmp) holding public.txt and berth/berth.toml, the config berth
+// keeps private, as /etc holds /etc/berth/berth.toml.
+func hiddenConfigLayout(t *testing.T) (base, conf string) {
+	t.Helper()
+	var err error
+	base, err = os.MkdirTemp("/var/tmp", "berth-hide-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	must(t, os.Chmod(base, 0o755))
+	must(t, os.WriteFile(filepath.Join(base, "public.txt"), []byte("public\n"), 0o644))
+	must(t, os.Mkdir(filepath.Join(base, "berth"), 0o755))
+	conf = filepath.Join(base, "berth", "berth.toml")
+	must(t, os.WriteFile(conf, []byte(secret), 0o644))
+	return base, conf
 }
 
 // hidesPrivateDir checks that jobs of f see base but not base/berth.
