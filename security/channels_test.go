@@ -49,7 +49,12 @@ func sharedHostDir(t *testing.T) (dir, sock, file string) {
 				return
 			case <-time.After(50 * time.Millisecond):
 				os.ReadFile(file)
-				os.WriteFile(file, []byte("x"), 0o644)
+				// Rewritten in place, never truncated: a job's cat
+				// must not catch it empty.
+				if f, err := os.OpenFile(file, os.O_WRONLY, 0); err == nil {
+					f.WriteAt([]byte("x"), 0)
+					f.Close()
+				}
 			}
 		}
 	}()
