@@ -10,7 +10,9 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = ">= 5.0"
+      # 6.17 is the first release with target_suspended_size outside
+      # google-beta, which the groups' ignore_changes names.
+      version = ">= 6.17"
     }
   }
 }
@@ -111,8 +113,11 @@ resource "google_compute_instance_group_manager" "ci" {
   }
 
   lifecycle {
-    # berth owns the group's size: a terraform apply must not reset it.
-    ignore_changes = [target_size]
+    # berth owns the group's sizes, the running and the suspended one
+    # (suspend = true parks job environments there): a terraform apply
+    # must reset neither, or it would create instances or drop parked
+    # environments.
+    ignore_changes = [target_size, target_suspended_size]
   }
 }
 
@@ -136,7 +141,7 @@ resource "google_compute_region_instance_group_manager" "ci" {
   }
 
   lifecycle {
-    ignore_changes = [target_size]
+    ignore_changes = [target_size, target_suspended_size]
   }
 }
 
