@@ -7,6 +7,7 @@ import (
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/berth-ci/berth/provider"
 )
@@ -35,6 +36,9 @@ var (
 	ErrInvalidState = errors.New("aws: instance is in the wrong state")
 	// ErrUnsupported: the group cannot suspend, or suspend is not enabled.
 	ErrUnsupported = errors.New("aws: suspend is not supported")
+	// ErrUnreachable: AWS could not be reached, or kept answering 5xx,
+	// after the SDK's retries. It wraps provider.ErrTransient.
+	ErrUnreachable = errors.New("aws: AWS API unreachable")
 )
 
 // iamPrefix maps the SDK's service IDs to IAM action prefixes.
@@ -60,6 +64,12 @@ func mapErr(err error) error {
 	var se *v4.SigningError
 	if errors.As(err, &se) || strings.Contains(err.Error(), "retrieve credentials") || strings.Contains(err.Error(), "refresh cached credentials") {
 		return fmt.Errorf("%w for %s: set profile in provider_config, AWS_PROFILE, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or give the host an IAM role: %w", ErrCredentials, op, err)
+	}
+	// After the credentials: a credential chain that found nothing
+	// (no instance role off EC2) is a setting to fix, not a wait.
+	var re *smithyhttp.ResponseError
+	if provider.Unreachable(err) || (errors.As(err, &re) && re.HTTPStatusCode() >= 500) {
+		return fmt.Errorf("%w: %s: %w; berth tries again. Check that the endpoint (AWS's, or provider_config's endpoint) is reachable from this host: %w", ErrUnreachable, op, provider.ErrTransient, err)
 	}
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {

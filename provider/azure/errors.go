@@ -57,6 +57,9 @@ func (g *Group) mapErr(op string, err error) error {
 		return fmt.Errorf("%w for %s: set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (a service principal), give the host a managed identity, or log in with az login: %w", ErrCredentials, op, err)
 	}
 	var re *azcore.ResponseError
+	if provider.Unreachable(err) || (errors.As(err, &re) && re.StatusCode >= 500) {
+		return fmt.Errorf("azure: %s: Azure could not be reached or answered %s after the SDK's retries; berth tries again: %w: %w", op, unreachableStatus(re), provider.ErrTransient, err)
+	}
 	if !errors.As(err, &re) {
 		return fmt.Errorf("azure: %s: %w", op, err)
 	}
@@ -86,6 +89,15 @@ func (g *Group) mapErr(op string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidState, op, err)
 	}
 	return fmt.Errorf("azure: %s: %w", op, err)
+}
+
+// unreachableStatus names the 5xx status an unreachable call ended with,
+// or the failure to connect.
+func unreachableStatus(re *azcore.ResponseError) string {
+	if re == nil {
+		return "nothing"
+	}
+	return fmt.Sprint(re.StatusCode)
 }
 
 // deref returns *p, or def when p is nil.

@@ -37,6 +37,9 @@ var (
 	ErrUnsupported = errors.New("gcp: suspend is not supported")
 	// ErrOperation: an operation ended with an error.
 	ErrOperation = errors.New("gcp: operation failed")
+	// ErrUnreachable: the Compute API (or its token endpoint) could not
+	// be reached, or answered 5xx. It wraps provider.ErrTransient.
+	ErrUnreachable = errors.New("gcp: Compute API unreachable")
 )
 
 // Retry schedule for rate and quota refusals: Compute Engine's limits are
@@ -114,6 +117,11 @@ var permissions = map[string]string{
 func mapErr(what string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if provider.Unreachable(err) {
+		// Checked before the credentials: the token endpoint being down
+		// is no reason to change them.
+		return fmt.Errorf("%w: %s: %w; berth tries again. Check that the endpoint (Google's, or provider_config's endpoint) is reachable from this host: %w", ErrUnreachable, what, provider.ErrTransient, err)
 	}
 	var ge *googleapi.Error
 	if !errors.As(err, &ge) {

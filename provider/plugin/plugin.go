@@ -229,6 +229,11 @@ func (g *Group) start(ctx context.Context) (*conn, provider.Info, error) {
 	settings := g.settings
 	g.mu.Unlock()
 	info, err := ig.Init(ictx, settings)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// The plugin's cloud did not answer in time: an API that hangs
+		// is as likely to come back as one that refuses connections.
+		return fail(fmt.Errorf("initialise provider plugin %s: no answer within %v: %w: %w", g.opts.Name, g.opts.StartTimeout, provider.ErrTransient, err))
+	}
 	if err != nil {
 		return fail(fmt.Errorf("initialise provider plugin %s: %w", g.opts.Name, err))
 	}
