@@ -43,12 +43,15 @@ type startWait struct {
 
 // retryAtStart calls try until it succeeds, fails with an error w does not
 // retry, or ctx ends; the wait doubles from 1 s up to StartRetryMax. One
-// log line per failed attempt (with logArgs); /healthz answers 503 with
-// the reason meanwhile, so that an operator sees why berth is not up.
+// log line per failed attempt (with logArgs). Meanwhile every path of the
+// API answers 503 "starting" with the reason, so that an operator (and a
+// `berth submit` made too early) sees why berth is not up: a first
+// attempt may take as long as the provider's Init timeout.
 func (m *Manager) retryAtStart(ctx context.Context, w startWait, try func() error, logArgs ...any) error {
 	wait := min(time.Second, m.opts.startRetryMax())
-	var sh *startupHealth
+	sh := serveStartupHealth(m.cfg.Listen, m.tls, m.log)
 	defer func() { sh.close() }()
+	sh.set(fmt.Sprintf("waiting for %s: first attempt under way", w.what))
 	for attempt := 1; ; attempt++ {
 		err := try()
 		if err == nil {
@@ -61,9 +64,6 @@ func (m *Manager) retryAtStart(ctx context.Context, w startWait, try func() erro
 			return err
 		}
 		m.log.Warn(w.what+" not ready; retrying", append(logArgs, "attempt", attempt, "next_try_in", wait, "err", err)...)
-		if sh == nil {
-			sh = serveStartupHealth(m.cfg.Listen, m.tls, m.log)
-		}
 		sh.set(fmt.Sprintf("%s (attempt %d; next try in %v): %v", w.why(err), attempt, wait, err))
 		select {
 		case <-time.After(wait):
@@ -81,12 +81,22 @@ func (o Options) startRetryMax() time.Duration {
 	return o.StartRetryMax
 }
 
-// startupHealth answers /healthz while berth waits for its provider at
-// start, before the API is served: 503 with the reason.
+// startupHealth answers while berth waits at start, before the API is
+// served: 503 "starting" with the reason, on every path and before any
+// token check, as /healthz always is. Without it a request made too
+// early met a bare 404 (issue 44).
 type startupHealth struct {
 	srv *http.Server
 	mu  sync.Mutex
 	why string
+}
+
+// startingAnswer is the body of every answer while berth starts: the
+// API's error field, which the CLI prints, and /healthz's fields.
+type startingAnswer struct {
+	Error    string   `json:"error"`
+	Status   string   `json:"status"`
+	Problems []string `json:"problems"`
 }
 
 // serveStartupHealth listens on addr; when it cannot, berth waits without
@@ -94,23 +104,26 @@ type startupHealth struct {
 func serveStartupHealth(addr string, tlsCfg *tls.Config, log *slog.Logger) *startupHealth {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		log.Warn("cannot serve /healthz while waiting for the provider", "listen", addr, "err", err)
+		log.Warn("cannot serve /healthz while waiting at start", "listen", addr, "err", err)
 		return nil
 	}
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
 	sh := &startupHealth{}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		sh.mu.Lock()
-		why := sh.why
-		sh.mu.Unlock()
-		api.WriteJSON(w, http.StatusServiceUnavailable, health{Status: "starting", Problems: []string{why}})
-	})
-	sh.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	sh.srv = &http.Server{Handler: http.HandlerFunc(sh.answer), ReadHeaderTimeout: 10 * time.Second}
 	go sh.srv.Serve(ln)
 	return sh
+}
+
+// answer is every path's answer: 503 with the reason berth is not up.
+func (sh *startupHealth) answer(w http.ResponseWriter, _ *http.Request) {
+	sh.mu.Lock()
+	why := sh.why
+	sh.mu.Unlock()
+	api.WriteJSON(w, http.StatusServiceUnavailable, startingAnswer{
+		Error:  "berth is starting, not serving yet: " + why + "; try again once /healthz answers 200",
+		Status: "starting", Problems: []string{why}})
 }
 
 func (sh *startupHealth) set(why string) {
