@@ -178,7 +178,7 @@ func TestEveryPathAnswersStartingWhileTheProviderIsNotReady(t *testing.T) {
 			t.Errorf("%s %s while starting: %+v; want status starting, naming the provider", c.method, c.path, a)
 		}
 	}
-	_, err = api.NewClient("http://"+addr).Jobs(context.Background())
+	_, err = api.NewClient("http://" + addr).Jobs(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "berth is starting") || !strings.Contains(err.Error(), reason) {
 		t.Errorf("the client while berth starts: %v; want the reason", err)
 	}
