@@ -89,6 +89,13 @@ type Options struct {
 	Dir string
 	// Clock returns the project's time; default time.Now.
 	Clock func() time.Time
+	// Addr is the API's listen address; default the one the state file
+	// saved, else a free loopback port.
+	Addr string
+	// State is a file that keeps the project across a restart of the
+	// fake (state.go): read by New when it exists, written after every
+	// change. It needs Dir, which holds the instances' disks.
+	State string
 }
 
 // Cloud is a fake Compute Engine project holding one managed instance
@@ -115,6 +122,7 @@ type Cloud struct {
 	peak      int
 	now       func() time.Time
 	stockout  string // error code of every creation attempt now; "" when they succeed
+	saved     []byte // the state file's content as last written
 }
 
 type group struct {
@@ -148,6 +156,7 @@ type Instance struct {
 	keysAt    time.Time // when the guest agent published the host keys; zero before the first boot
 	until     time.Time // end of the current transition
 	home      string
+	seed      []byte // the host key's ed25519 seed, for the state file
 	signer    ssh.Signer
 	sshd      *fakehost.Server
 }
@@ -175,11 +184,34 @@ func New(opts Options) (*Cloud, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, err
+	if c.opts.State != "" && c.opts.Dir == "" {
+		return nil, fmt.Errorf("gcpfake: a state file needs Dir, where the instances' disks outlive the fake")
 	}
-	c.saKey = key
+	c.group = group{name: opts.Group, zones: []string{opts.Zone}, template: opts.Group + "-template", templateScope: "global"}
+	if opts.Region != "" {
+		c.group.zones = []string{opts.Region + "-b", opts.Region + "-c"}
+		c.group.templateScope = "regions/" + opts.Region
+	}
+	addr := opts.Addr
+	if c.opts.State != "" {
+		saved, err := c.loadState()
+		if err != nil {
+			return nil, err
+		}
+		if addr == "" {
+			addr = saved
+		}
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if c.saKey == nil {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return nil, err
+		}
+		c.saKey = key
+	}
 	if c.opts.Dir == "" {
 		d, err := os.MkdirTemp("", "gcpfake-")
 		if err != nil {
@@ -188,18 +220,26 @@ func New(opts Options) (*Cloud, error) {
 		c.opts.Dir, c.ownDir = d, true
 	}
 	// One port for every instance, on a distinct loopback address each.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if c.port == 0 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		c.port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("gcpfake: API address: %w", err)
 	}
-	c.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	c.group = group{name: opts.Group, zones: []string{opts.Zone}, template: opts.Group + "-template", templateScope: "global"}
-	if opts.Region != "" {
-		c.group.zones = []string{opts.Region + "-b", opts.Region + "-c"}
-		c.group.templateScope = "regions/" + opts.Region
-	}
-	c.srv = httptest.NewServer(c)
+	c.srv = httptest.NewUnstartedServer(c)
+	c.srv.Listener.Close()
+	c.srv.Listener = ln
+	c.srv.Start()
+	c.mu.Lock()
+	c.startSavedSSHLocked()
+	c.saveLocked()
+	c.mu.Unlock()
 	return c, nil
 }
 
@@ -405,6 +445,7 @@ func (c *Cloud) createLocked(now time.Time, zone, name string) {
 	if err != nil {
 		panic(err) // crypto/rand does not fail on Linux
 	}
+	seed := priv.Seed()
 	signer, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
 		panic(err)
@@ -417,7 +458,7 @@ func (c *Cloud) createLocked(now time.Time, zone, name string) {
 	n := len(c.order) + 1
 	in := &Instance{
 		Name: name, Zone: zone, ID: 4_000_000_000_000_000_000 + uint64(n)*104729, Created: now,
-		visibleAt: now.Add(c.opts.ListingLag), home: home, signer: signer,
+		visibleAt: now.Add(c.opts.ListingLag), home: home, signer: signer, seed: seed,
 		PrivateIP: fmt.Sprintf("127.2.%d.%d", n/250, n%250+2),
 		PublicIP:  fmt.Sprintf("127.3.%d.%d", n/250, n%250+2),
 	}

@@ -116,6 +116,7 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.saveLocked() // before the unlock
 	c.calls[rt.method]++
 	if err := c.gate(r, rt); err != nil {
 		writeError(w, err)

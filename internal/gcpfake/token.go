@@ -60,6 +60,7 @@ func (c *Cloud) serveToken(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.tokens[tok] = true
 	c.calls["token"]++
+	c.saveLocked()
 	c.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 3599})
 }

@@ -10,6 +10,10 @@
 // provider_config that points at the fake to DIR/provider_config.json
 // (also printed, for `berth provider test --config`) and a berth.toml
 // using it to DIR/berth.toml, and serves until interrupted.
+//
+// With -state FILE the project (its group, instances, operations, issued
+// tokens, keys and address) survives a restart: run the same command
+// again, after a kill -9 too, and berth's configuration stays valid.
 package main
 
 import (
@@ -44,6 +48,8 @@ func main() {
 	stockout := flag.String("stockout", "", "fail every instance creation with this code (QUOTA_EXCEEDED, ZONE_RESOURCE_POOL_EXHAUSTED): resizes end DONE, the members are listed CREATING with no id and the error in lastAttempt")
 	stockoutFor := flag.Duration("stockout-for", 0, "end the -stockout after this long (0: never)")
 	creationLag := flag.Duration("creation-lag", 0, "how long a new instance is listed CREATING with no id before it exists")
+	state := flag.String("state", "", "keep the project in this file across restarts (written atomically on every change, read at start)")
+	addr := flag.String("addr", "", "the API's listen address (default: the one -state saved, else a free loopback port)")
 	flag.Parse()
 	if *dir == "" {
 		log.Fatal("gcpfake: -dir is required")
@@ -52,16 +58,20 @@ func main() {
 		log.Fatal(err)
 	}
 	keyPath := filepath.Join(*dir, "key.pem")
-	authorized, err := fakehost.WriteKeyPair(keyPath, "gcpfake group key")
-	if err != nil {
-		log.Fatal(err)
+	// A restart with -state keeps the group's key: berth holds it.
+	authorized := ""
+	if _, err := os.Stat(*state); *state == "" || err != nil {
+		if authorized, err = fakehost.WriteKeyPair(keyPath, "gcpfake group key"); err != nil {
+			log.Fatal(err)
+		}
 	}
 	if *region != "" {
 		*zone = ""
 	}
 	cloud, err := gcpfake.New(gcpfake.Options{Project: *project, Zone: *zone, Region: *region, Group: *group,
 		AuthorizedKey: authorized, MachineType: *machineType, Spot: *spot, BootTime: *boot, ListingLag: *lag,
-		StopTime: *stop, OperationTime: *opTime, PageSize: *pageSize, CreationLag: *creationLag, Stockout: *stockout, Dir: filepath.Join(*dir, "instances")})
+		StopTime: *stop, OperationTime: *opTime, PageSize: *pageSize, CreationLag: *creationLag, Stockout: *stockout, Dir: filepath.Join(*dir, "instances"),
+		State: *state, Addr: *addr})
 	if err != nil {
 		log.Fatal(err)
 	}

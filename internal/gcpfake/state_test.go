@@ -1,0 +1,59 @@
+package gcpfake
+
+import (
+	"bytes"
+	"net/url"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A project kept in a state file comes back after a restart as it was:
+// the same endpoint, group sizes, instances (IDs, host keys, disks), an
+// operation still pollable, and the access tokens it issued still valid.
+func TestStateSurvivesARestart(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)}
+	dir := t.TempDir()
+	opts := Options{Clock: clk.now, OperationTime: 10 * time.Second, BootTime: time.Second, Dir: dir, State: filepath.Join(dir, "state.json")}
+	cloud, base := newCloud(t, opts)
+	call(t, "POST", base+"instanceGroupManagers/berth-ci/resize?size=2&requestId=r1", "test-token", "")
+	clk.add(2 * time.Second)
+	mis := listed(t, base)
+	if len(mis) != 2 {
+		t.Fatalf("%d members before the restart, want 2", len(mis))
+	}
+	name := mis[0]["name"].(string)
+	_, suspend := call(t, "POST", base+"instanceGroupManagers/berth-ci/suspendInstances?requestId=r2", "test-token",
+		`{"instances":["zones/europe-west1-b/instances/`+name+`"]}`)
+	before, _ := cloud.Instance(name)
+	sa := cloud.ServiceAccountKey()
+	url1 := cloud.URL()
+	cloud.Close()
+
+	again, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if again.URL() != url1 || !bytes.Equal(again.ServiceAccountKey(), sa) {
+		t.Errorf("after the restart: endpoint %s, key file changed %v; want %s and the same key", again.URL(), !bytes.Equal(again.ServiceAccountKey(), sa), url1)
+	}
+	_, op := call(t, "GET", base+"operations/"+url.PathEscape(suspend["name"].(string)), "test-token", "")
+	if op["err"] != nil || op["status"] != "RUNNING" {
+		t.Errorf("the suspend's operation after the restart: %v; want it RUNNING, with the token issued before", op)
+	}
+	clk.add(10 * time.Second)
+	after, _ := again.Instance(name)
+	if after.ID != before.ID || after.HostKey != before.HostKey || after.Status != StatusSuspended {
+		t.Errorf("instance after the restart: %+v; want ID %d, the same host key, SUSPENDED", after, before.ID)
+	}
+	if g := again.Group(); g.TargetSize != 1 || g.TargetSuspendedSize != 1 || g.Live != 2 {
+		t.Errorf("group after the restart: %+v; want 1 running, 1 suspended", g)
+	}
+	if _, v := call(t, "POST", base+"instanceGroupManagers/berth-ci/resize?size=5&requestId=r1", "test-token", ""); v["err"] != nil {
+		t.Fatal(v["err"])
+	}
+	if g := again.Group(); g.TargetSize != 1 {
+		t.Errorf("a resize retried with its requestId after the restart was applied again: %+v", g)
+	}
+}
