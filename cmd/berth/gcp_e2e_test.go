@@ -29,6 +29,15 @@ import (
 // plugin binary, with max_instances max.
 func gcpDaemon(t *testing.T, opts gcpfake.Options, max int) (*daemon, *gcpfake.Cloud) {
 	t.Helper()
+	cloud, cfg := gcpProject(t, opts, max)
+	return newDaemon(t, cfg), cloud
+}
+
+// gcpProject starts a fake project (its disks in a test directory unless
+// opts.Dir is set) and returns berth's configuration for its group
+// through the plugin binary, with max_instances max.
+func gcpProject(t *testing.T, opts gcpfake.Options, max int) (*gcpfake.Cloud, string) {
+	t.Helper()
 	bin := pluginBin(t, "cmd/berth-provider-gcp", "berth-provider-gcp")
 	dir := t.TempDir()
 	keyPath, saPath := filepath.Join(dir, "key.pem"), filepath.Join(dir, "sa.json")
@@ -37,7 +46,9 @@ func gcpDaemon(t *testing.T, opts gcpfake.Options, max int) (*daemon, *gcpfake.C
 		t.Fatal(err)
 	}
 	opts.AuthorizedKey = pub
-	opts.Dir = filepath.Join(dir, "instances")
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(dir, "instances")
+	}
 	cloud, err := gcpfake.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +74,7 @@ func gcpDaemon(t *testing.T, opts gcpfake.Options, max int) (*daemon, *gcpfake.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newDaemon(t, b.String()), cloud
+	return cloud, b.String()
 }
 
 var homeName = regexp.MustCompile(`^on (berth-ci-[0-9a-f]{4})\n$`)

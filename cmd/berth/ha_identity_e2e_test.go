@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,14 +26,7 @@ func (d *daemon) healthBody() (int, string) {
 // (start waits for 200).
 func (d *daemon) startAnswering() {
 	d.t.Helper()
-	d.log = &syncBuffer{}
-	d.cmd = exec.Command(berthBin, "run", "--config", filepath.Join(d.dir, "berth.toml"))
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		d.t.Fatal(err)
-	}
-	d.done = make(chan struct{})
-	go func() { d.cmd.Wait(); close(d.done) }()
+	d.spawn()
 	waitFor(d.t, 30*time.Second, "berth to answer /healthz", func() bool {
 		code, _ := d.healthBody()
 		return code != 0

@@ -96,6 +96,15 @@ func freeAddr(t *testing.T) string {
 // It registers a cleanup that stops berth and deletes every sandbox.
 func newDaemon(t *testing.T, toml string, prefix ...string) *daemon {
 	t.Helper()
+	d := newDaemonUnstarted(t, toml, prefix...)
+	d.start()
+	return d
+}
+
+// newDaemonUnstarted is newDaemon without the start: the test starts
+// berth itself (d.spawn to watch it start).
+func newDaemonUnstarted(t *testing.T, toml string, prefix ...string) *daemon {
+	t.Helper()
 	dir := t.TempDir()
 	if len(prefix) > 0 {
 		// An unprivileged berth needs a state directory it can write.
@@ -118,11 +127,17 @@ func newDaemon(t *testing.T, toml string, prefix ...string) *daemon {
 			t.Logf("berth log:\n%s", d.log)
 		}
 	})
-	d.start()
 	return d
 }
 
 func (d *daemon) start() {
+	d.t.Helper()
+	d.spawn()
+	d.waitHealthy()
+}
+
+// spawn starts `berth run` without waiting for it to be ready.
+func (d *daemon) spawn() {
 	d.t.Helper()
 	d.log = &syncBuffer{}
 	args := append(append([]string{}, d.prefix...), berthBin, "run", "--config", filepath.Join(d.dir, "berth.toml"))
@@ -133,6 +148,11 @@ func (d *daemon) start() {
 	}
 	d.done = make(chan struct{})
 	go func() { d.cmd.Wait(); close(d.done) }()
+}
+
+// waitHealthy waits for /healthz to answer 200.
+func (d *daemon) waitHealthy() {
+	d.t.Helper()
 	waitFor(d.t, 30*time.Second, "berth to serve /healthz", func() bool {
 		select {
 		case <-d.done:
