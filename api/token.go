@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/berth-ci/berth/internal/secretfile"
 )
 
 // TokenEnv is the environment variable the CLI reads the API token from
@@ -109,8 +111,8 @@ func ReadTokenFile(path string) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("API token %s is not a regular file: remove it and restart berth to create a new one", path)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("API token %s has mode %04o, so other users may read it and run jobs: run `chmod 600 %s` (and replace the token if others may have read it)", path, perm, path)
+	if err := secretfile.CheckInfo(path, fi, "API token", "run jobs"); err != nil {
+		return "", err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {

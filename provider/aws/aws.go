@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2instanceconnect"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/berth-ci/berth/internal/secretfile"
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -77,6 +78,9 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		if err != nil {
 			return provider.Info{}, fmt.Errorf("aws: connector.key_path: %w; give the private key of the launch template's key pair", err)
 		}
+		if err := secretfile.Check(cfg.Connector.KeyPath, "aws: connector.key_path", "log in to every instance of the group"); err != nil {
+			return provider.Info{}, err
+		}
 		if _, err := ssh.ParsePrivateKey(pem); err != nil {
 			var missing *ssh.PassphraseMissingError
 			if errors.As(err, &missing) {
@@ -87,6 +91,14 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		g.privateKey = pem
 	}
 
+	// The shared credentials file, when named by path (the SDK reads
+	// AWS_SHARED_CREDENTIALS_FILE instead of ~/.aws/credentials).
+	// A missing file is the SDK's to report, as it would be without it.
+	if path := os.Getenv("AWS_SHARED_CREDENTIALS_FILE"); secretfile.Exists(path) {
+		if err := secretfile.Check(path, "aws: AWS_SHARED_CREDENTIALS_FILE", "act as its IAM users"); err != nil {
+			return provider.Info{}, fmt.Errorf("%w: %w", ErrCredentials, err)
+		}
+	}
 	var opts []func(*awsconfig.LoadOptions) error
 	if cfg.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(cfg.Region))

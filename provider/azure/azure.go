@@ -21,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/berth-ci/berth/internal/secretfile"
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -125,6 +126,9 @@ func readKey(path string) ([]byte, ssh.Signer, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("azure: connector.key_path: %w; give the private key whose public half is in the scale set's OS profile", err)
 	}
+	if err := secretfile.Check(path, "azure: connector.key_path", "log in to every instance of the scale set"); err != nil {
+		return nil, nil, err
+	}
 	signer, err := ssh.ParsePrivateKey(pem)
 	if err != nil {
 		var missing *ssh.PassphraseMissingError
@@ -149,6 +153,13 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 	pem, signer, err := readKey(cfg.Connector.KeyPath)
 	if err != nil {
 		return provider.Info{}, err
+	}
+	// The service principal's certificate, which azidentity's
+	// environment credential reads from this path.
+	if cert := os.Getenv("AZURE_CLIENT_CERTIFICATE_PATH"); cert != "" && secretfile.Exists(cert) {
+		if err := secretfile.Check(cert, "azure: AZURE_CLIENT_CERTIFICATE_PATH", "act as the service principal"); err != nil {
+			return provider.Info{}, fmt.Errorf("%w: %w", ErrCredentials, err)
+		}
 	}
 	g.privateKey = pem
 	hc, err := httpClient(cfg.CAFile)

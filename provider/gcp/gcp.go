@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"google.golang.org/api/option"
 
+	"github.com/berth-ci/berth/internal/secretfile"
 	"github.com/berth-ci/berth/provider"
 )
 
@@ -82,6 +83,9 @@ func clientOptions(cfg Config) ([]option.ClientOption, error) {
 		opts = append(opts, option.WithEndpoint(cfg.Endpoint))
 	}
 	if cfg.CredentialsFile != "" {
+		if err := secretfile.Check(cfg.CredentialsFile, "gcp: credentials_file", "act as berth's service account"); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCredentials, err)
+		}
 		b, err := os.ReadFile(cfg.CredentialsFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: credentials_file: %w", ErrCredentials, err)
@@ -109,6 +113,14 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 	pem, err := os.ReadFile(cfg.Connector.KeyPath)
 	if err != nil {
 		return provider.Info{}, fmt.Errorf("gcp: connector.key_path: %w; give the private key whose public half the instance template's ssh-keys metadata holds", err)
+	}
+	if err := secretfile.Check(cfg.Connector.KeyPath, "gcp: connector.key_path", "log in to every instance of the group"); err != nil {
+		return provider.Info{}, err
+	}
+	if path := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); cfg.CredentialsFile == "" && path != "" && secretfile.Exists(path) {
+		if err := secretfile.Check(path, "gcp: GOOGLE_APPLICATION_CREDENTIALS", "act as its account"); err != nil {
+			return provider.Info{}, fmt.Errorf("%w: %w", ErrCredentials, err)
+		}
 	}
 	if _, err := ssh.ParsePrivateKey(pem); err != nil {
 		var missing *ssh.PassphraseMissingError
