@@ -86,6 +86,7 @@ type asgActivity struct {
 func (c *Cloud) callASG(r *http.Request, action string) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.saveLocked() // before the unlock
 	if err := c.gate(r, "autoscaling", action); err != nil {
 		return nil, err
 	}

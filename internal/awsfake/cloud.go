@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/internal/fakehost"
+	"github.com/berth-ci/berth/internal/fakestate"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -93,6 +94,13 @@ type Options struct {
 	// Clock returns the cloud's time; default time.Now. Tests that step
 	// through listing lag or boots deterministically pass their own.
 	Clock func() time.Time
+	// Addr is the API's listen address; default the one the state file
+	// saved, else a free loopback port.
+	Addr string
+	// State is a file that keeps the region across a restart of the fake
+	// (state.go): read by New when it exists, written after every change.
+	// It needs Dir, which holds the instances' disks.
+	State string
 }
 
 // Cloud is a fake AWS region holding one Auto Scaling group.
@@ -112,6 +120,7 @@ type Cloud struct {
 	calls     map[string]int
 	eicKeys   map[string][]eicKey
 	now       func() time.Time
+	state     *fakestate.File // nil without Options.State
 }
 
 type group struct {
@@ -157,6 +166,7 @@ type Instance struct {
 	lcNext    string    // lifecycle to enter at lcUntil (standby moves)
 	lcUntil   time.Time
 	home      string
+	seed      []byte // the host key's ed25519 seed, for the state file
 	signer    ssh.Signer
 	sshd      *fakehost.Server
 }
@@ -180,6 +190,24 @@ func New(opts Options) (*Cloud, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	if c.opts.State != "" && c.opts.Dir == "" {
+		return nil, fmt.Errorf("awsfake: a state file needs Dir, where the instances' disks outlive the fake")
+	}
+	c.group = group{name: opts.Group, min: opts.MinSize, max: opts.MaxSize, desired: opts.MinSize,
+		availabilityZone: opts.Region + "a", itype: "t3.micro", launchTemplate: "lt-0123456789abcdef0", ltVersion: "1"}
+	addr := opts.Addr
+	if c.opts.State != "" {
+		saved, err := c.loadState()
+		if err != nil {
+			return nil, err
+		}
+		if addr == "" {
+			addr = saved
+		}
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
 	if c.opts.Dir == "" {
 		d, err := os.MkdirTemp("", "awsfake-")
 		if err != nil {
@@ -189,17 +217,26 @@ func New(opts Options) (*Cloud, error) {
 	}
 	// One port for every instance, on a distinct loopback address each, so
 	// the provider's ssh_port setting works as it does with a real fleet.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	if c.port == 0 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		c.port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
 	}
-	c.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	c.group = group{name: opts.Group, min: opts.MinSize, max: opts.MaxSize, desired: opts.MinSize,
-		availabilityZone: opts.Region + "a", itype: "t3.micro", launchTemplate: "lt-0123456789abcdef0", ltVersion: "1"}
-	c.srv = httptest.NewServer(c)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("awsfake: API address: %w", err)
+	}
+	c.srv = httptest.NewUnstartedServer(c)
+	c.srv.Listener.Close()
+	c.srv.Listener = ln
+	c.srv.Start()
 	c.mu.Lock()
+	c.startSavedSSHLocked()
 	c.advanceLocked()
+	c.saveLocked()
 	c.mu.Unlock()
 	return c, nil
 }
@@ -401,6 +438,7 @@ func (c *Cloud) launchLocked(now time.Time) {
 	if err != nil {
 		panic(err)
 	}
+	seed := priv.Seed()
 	home := filepath.Join(c.opts.Dir, id)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		panic(fmt.Sprintf("awsfake: home of %s: %v", id, err))
@@ -408,7 +446,7 @@ func (c *Cloud) launchLocked(now time.Time) {
 	in := &Instance{
 		ID: id, Lifecycle: LifecyclePending, Health: "Healthy", Protected: c.group.newInstancesProtected,
 		State: EC2Pending, Launched: now, visibleAt: now.Add(c.opts.ListingLag), until: now.Add(c.opts.BootTime),
-		afterBoot: LifecycleInService, home: home, signer: signer,
+		afterBoot: LifecycleInService, home: home, signer: signer, seed: seed,
 		PrivateIP: fmt.Sprintf("127.0.%d.%d", c.seq/250, c.seq%250+2),
 		PublicIP:  fmt.Sprintf("127.1.%d.%d", c.seq/250, c.seq%250+2),
 		HostKey:   string(ssh.MarshalAuthorizedKey(signer.PublicKey())),

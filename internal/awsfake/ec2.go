@@ -68,6 +68,7 @@ type ec2StateChange struct {
 func (c *Cloud) callEC2(r *http.Request, action string) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.saveLocked() // before the unlock
 	if err := c.gate(r, "ec2", action); err != nil {
 		return nil, err
 	}

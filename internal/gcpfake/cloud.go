@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/internal/fakehost"
+	"github.com/berth-ci/berth/internal/fakestate"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -121,8 +122,8 @@ type Cloud struct {
 	tokens    map[string]bool
 	peak      int
 	now       func() time.Time
-	stockout  string // error code of every creation attempt now; "" when they succeed
-	saved     []byte // the state file's content as last written
+	stockout  string          // error code of every creation attempt now; "" when they succeed
+	state     *fakestate.File // nil without Options.State
 }
 
 type group struct {

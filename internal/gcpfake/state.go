@@ -1,19 +1,16 @@
 package gcpfake
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/x509"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/berth-ci/berth/internal/fakestate"
 )
 
 // A project's state survives a restart of the fake when Options.State
@@ -99,58 +96,21 @@ func (c *Cloud) snapshotLocked() savedState {
 // last write. A failure is printed: the fake goes on serving, as the
 // project it stands for would.
 func (c *Cloud) saveLocked() {
-	if c.opts.State == "" {
+	if c.state == nil {
 		return
 	}
-	b, err := json.Marshal(c.snapshotLocked())
-	if err != nil {
-		panic(err)
-	}
-	if bytes.Equal(b, c.saved) {
-		return
-	}
-	if err := writeAtomic(c.opts.State, b); err != nil {
+	if err := c.state.Save(c.snapshotLocked()); err != nil {
 		fmt.Fprintf(os.Stderr, "gcpfake: saving the state: %v\n", err)
-		return
 	}
-	c.saved = b
-}
-
-// writeAtomic replaces path with b: a crash leaves the old file or the
-// new one, never a part.
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // loadState reads the state file into c, if there is one; it returns
 // the saved listen address ("" for a new project).
 func (c *Cloud) loadState() (string, error) {
-	b, err := os.ReadFile(c.opts.State)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
+	c.state = &fakestate.File{Path: c.opts.State}
 	var s savedState
-	if err := json.Unmarshal(b, &s); err != nil {
-		return "", fmt.Errorf("gcpfake: state file %s: %w; remove it to start a new project", c.opts.State, err)
+	if found, err := c.state.Load(&s); err != nil || !found {
+		return "", err
 	}
 	key, err := x509.ParsePKCS8PrivateKey(s.ServiceAccountKey)
 	rsaKey, ok := key.(*rsa.PrivateKey)
@@ -181,7 +141,6 @@ func (c *Cloud) loadState() (string, error) {
 	for _, tok := range s.Tokens {
 		c.tokens[tok] = true
 	}
-	c.saved = b
 	return s.Addr, nil
 }
 

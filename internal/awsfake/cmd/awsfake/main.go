@@ -10,6 +10,10 @@
 // DIR/berth.toml, and serves until interrupted. The
 // provider needs credentials of any value, e.g. AWS_ACCESS_KEY_ID=x
 // AWS_SECRET_ACCESS_KEY=x; the fake checks only that requests are signed.
+//
+// With -state FILE the region (its group, instances, key pair and
+// address) survives a restart: run the same command again, after a
+// kill -9 too, and berth's configuration stays valid.
 package main
 
 import (
@@ -40,6 +44,8 @@ func main() {
 	lifecycle := flag.Duration("lifecycle-time", time.Second, "how long standby moves take")
 	pageSize := flag.Int("page-size", 0, "most items per page (0: as asked)")
 	console := flag.String("console", "keys", "what console output shows: keys, fingerprints or none")
+	state := flag.String("state", "", "keep the region in this file across restarts (written atomically on every change, read at start)")
+	addr := flag.String("addr", "", "the API's listen address (default: the one -state saved, else a free loopback port)")
 	flag.Parse()
 	if *dir == "" {
 		log.Fatal("awsfake: -dir is required")
@@ -53,13 +59,17 @@ func main() {
 		log.Fatal(err)
 	}
 	keyPath := filepath.Join(*dir, "key.pem")
-	authorized, err := fakehost.WriteKeyPair(keyPath, "awsfake key pair")
-	if err != nil {
-		log.Fatal(err)
+	// A restart with -state keeps the key pair: berth holds it.
+	authorized := ""
+	if _, err := os.Stat(*state); *state == "" || err != nil {
+		if authorized, err = fakehost.WriteKeyPair(keyPath, "awsfake key pair"); err != nil {
+			log.Fatal(err)
+		}
 	}
 	cloud, err := awsfake.New(awsfake.Options{Region: *region, Group: *group, MinSize: *minSize, MaxSize: *maxSize,
 		AuthorizedKey: authorized, BootTime: *boot, ListingLag: *lag, StopTime: *stop, TerminateTime: *term,
-		LifecycleTime: *lifecycle, PageSize: *pageSize, Console: format, Dir: filepath.Join(*dir, "instances")})
+		LifecycleTime: *lifecycle, PageSize: *pageSize, Console: format, Dir: filepath.Join(*dir, "instances"),
+		State: *state, Addr: *addr})
 	if err != nil {
 		log.Fatal(err)
 	}
