@@ -119,7 +119,8 @@ type Cloud struct {
 	sas       string // signature of the boot diagnostics SAS URIs
 
 	throttledUntil map[string]time.Time // ThrottleFor windows, by action
-	early          map[string]int       // calls made inside them
+	early          map[string]int       // calls made inside them after the first refusal
+	told           map[string]bool      // whether a window's first refusal was given
 	launchFailure  string               // allocation code for this launch batch (FailNext)
 	saved          []byte               // the state file's last content
 }
@@ -191,7 +192,7 @@ func New(opts Options) (*Cloud, error) {
 	}
 	c := &Cloud{opts: opts, instances: map[string]*Instance{}, ops: map[string]*operation{}, tokens: map[string]time.Time{},
 		throttle: map[string]int{}, denied: map[string]bool{}, failNext: map[string]apiError{}, calls: map[string]int{}, sas: randomHex(16),
-		throttledUntil: map[string]time.Time{}, early: map[string]int{}}
+		throttledUntil: map[string]time.Time{}, early: map[string]int{}, told: map[string]bool{}}
 	if c.opts.Dir == "" {
 		d, err := os.MkdirTemp("", "azurefake-")
 		if err != nil {

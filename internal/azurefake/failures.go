@@ -78,6 +78,7 @@ func (c *Cloud) SetCoreQuota(cores int) {
 func (c *Cloud) ThrottleFor(action string, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.told, action)
 	if d <= 0 {
 		delete(c.throttledUntil, action)
 		return
@@ -85,8 +86,17 @@ func (c *Cloud) ThrottleFor(action string, d time.Duration) {
 	c.throttledUntil[action] = time.Now().Add(d)
 }
 
+// SetOverprovision turns the set's overprovisioning on or off, as
+// `az vmss update --set overprovision=...` does.
+func (c *Cloud) SetOverprovision(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opts.NoOverprovision = !on
+}
+
 // Early returns how many calls of action came while ThrottleFor had it
-// throttled: calls a client made before the Retry-After it was given.
+// throttled, after the first refusal: calls a client made before the
+// Retry-After it was given.
 func (c *Cloud) Early(action string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,7 +111,10 @@ func (c *Cloud) throttledLocked(w http.ResponseWriter, action string) bool {
 		if !ok || !now.Before(until) {
 			continue
 		}
-		c.early[action]++
+		if c.told[k] {
+			c.early[action]++
+		}
+		c.told[k] = true
 		retryAfter(w.Header(), until.Sub(now))
 		writeError(w, errorf(http.StatusTooManyRequests, "TooManyRequests",
 			"The request is being throttled as the limit has been reached for operation group '%s'. Please try again after '%d' seconds.", action, int(until.Sub(now).Seconds()+1)))

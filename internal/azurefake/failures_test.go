@@ -73,8 +73,8 @@ func TestThrottleForRefusesEarlyCalls(t *testing.T) {
 	if status != 429 || h.Get("Retry-After") != "90" {
 		t.Errorf("throttled for 90 s: %d Retry-After %q", status, h.Get("Retry-After"))
 	}
-	if c.Early("GetScaleSet") != 1 {
-		t.Errorf("early calls %d, want 1", c.Early("GetScaleSet"))
+	if status, _, _ := call(t, c, http.MethodGet, setPath(c)+"?api-version="+computeAPIVersion, tok, ""); status != 429 || c.Early("GetScaleSet") != 1 {
+		t.Errorf("a call before the Retry-After: %d, early calls %d; want 429, 1", status, c.Early("GetScaleSet"))
 	}
 	c.ThrottleFor("GetScaleSet", 0)
 	if status, _, body := call(t, c, http.MethodGet, setPath(c)+"?api-version="+computeAPIVersion, tok, ""); status != 200 || body["properties"].(map[string]any)["overprovision"] != false {

@@ -2,6 +2,7 @@ package azurefake
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -65,7 +66,9 @@ func (c *Cloud) loadState() (savedState, error) {
 	}
 	c.saved = b
 	c.capacity, c.seq, c.order, c.sas = st.Capacity, st.Seq, st.Order, st.SAS
-	c.opts.AllocationFailure, c.opts.CoreQuota = st.AllocationFailure, st.CoreQuota
+	// Options given at the restart win over the injected failures kept.
+	c.opts.AllocationFailure = cmp.Or(c.opts.AllocationFailure, st.AllocationFailure)
+	c.opts.CoreQuota = cmp.Or(c.opts.CoreQuota, st.CoreQuota)
 	for id, si := range st.Instances {
 		in := si.Instance
 		in.visibleAt, in.until, in.seed = si.VisibleAt, si.Until, si.Seed
