@@ -16,7 +16,7 @@ import (
 // pass a backoff or a Retry-After without waiting for it.
 type skew struct{ d atomic.Int64 }
 
-func (s *skew) now() time.Time           { return time.Now().Add(time.Duration(s.d.Load())) }
+func (s *skew) now() time.Time          { return time.Now().Add(time.Duration(s.d.Load())) }
 func (s *skew) advance(d time.Duration) { s.d.Add(int64(d)) }
 
 func skewed(g *Group) *skew {
