@@ -34,9 +34,11 @@ type azureFake struct {
 
 // startAzureFake starts the fake with a fresh OS profile key and exports
 // the service principal berth's plugin authenticates as, as an admin's
-// environment would.
+// environment would. The set is created as docs/azure.md asks,
+// overprovisioning off.
 func startAzureFake(t *testing.T, opts azurefake.Options, extra map[string]any) *azureFake {
 	t.Helper()
+	opts.NoOverprovision = true
 	dir := t.TempDir()
 	keyPath, caPath := filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
 	pub, err := fakehost.WriteKeyPair(keyPath, "")

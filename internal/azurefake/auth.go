@@ -18,6 +18,7 @@ const tokenLifetime = time.Hour
 func (c *Cloud) serveToken(w http.ResponseWriter, r *http.Request, tenant string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.changedLocked()
 	c.calls["Token"]++
 	oauthErr := func(status int, code, desc string) {
 		writeJSON(w, status, map[string]any{"error": code, "error_description": desc})

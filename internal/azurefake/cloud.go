@@ -1,6 +1,7 @@
 package azurefake
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -76,6 +77,25 @@ type Options struct {
 	// Dir holds the instances' OS disks (home directories); default a
 	// temp dir removed by Close.
 	Dir string
+	// NoOverprovision creates the set with overprovision false, as
+	// docs/azure.md asks. The zero value is Azure's default: a set is
+	// overprovisioned unless created otherwise (armcompute
+	// VirtualMachineScaleSetProperties.Overprovision, "Specifies whether
+	// the Virtual Machine Scale Set should be overprovisioned"; az vmss
+	// create's --disable-overprovision).
+	NoOverprovision bool
+	// AllocationFailure, when set, is the code every new instance fails
+	// allocation with (failures.go); see Cloud.AllocationFailure.
+	AllocationFailure string
+	// CoreQuota is the region's vCPU quota for the set's VM size; 0 means
+	// none. See Cloud.SetCoreQuota.
+	CoreQuota int
+	// StateFile, when set, keeps the subscription across restarts: read at
+	// New, written atomically after every change (state.go).
+	StateFile string
+	// Addr is the address the ARM endpoint listens on; default a free
+	// loopback port (or the one in StateFile).
+	Addr string
 }
 
 // Cloud is a fake Azure subscription holding one scale set.
@@ -97,6 +117,12 @@ type Cloud struct {
 	failNext  map[string]apiError
 	calls     map[string]int
 	sas       string // signature of the boot diagnostics SAS URIs
+
+	throttledUntil map[string]time.Time // ThrottleFor windows, by action
+	early          map[string]int       // calls made inside them after the first refusal
+	told           map[string]bool      // whether a window's first refusal was given
+	launchFailure  string               // allocation code for this launch batch (FailNext)
+	saved          []byte               // the state file's last content
 }
 
 // operation is a long-running operation: InProgress until done, then
@@ -121,10 +147,14 @@ type Instance struct {
 	HostKey      string // authorized_keys format
 	// Gone is set once the instance was deleted: it is no longer listed.
 	Gone bool
+	// FailureCode is the allocation error a Failed instance carries
+	// (AllocationFailed); "" otherwise.
+	FailureCode string
 
 	visibleAt time.Time
 	until     time.Time // end of the current transition
 	home      string
+	seed      []byte // ed25519 seed of the host key, for the state file
 	signer    ssh.Signer
 	sshd      *fakehost.Server
 }
@@ -161,7 +191,8 @@ func New(opts Options) (*Cloud, error) {
 		opts.PageSize = 100
 	}
 	c := &Cloud{opts: opts, instances: map[string]*Instance{}, ops: map[string]*operation{}, tokens: map[string]time.Time{},
-		throttle: map[string]int{}, denied: map[string]bool{}, failNext: map[string]apiError{}, calls: map[string]int{}, sas: randomHex(16)}
+		throttle: map[string]int{}, denied: map[string]bool{}, failNext: map[string]apiError{}, calls: map[string]int{}, sas: randomHex(16),
+		throttledUntil: map[string]time.Time{}, early: map[string]int{}, told: map[string]bool{}}
 	if c.opts.Dir == "" {
 		d, err := os.MkdirTemp("", "azurefake-")
 		if err != nil {
@@ -169,15 +200,38 @@ func New(opts Options) (*Cloud, error) {
 		}
 		c.opts.Dir, c.ownDir = d, true
 	}
-	// One port for every instance, on a distinct loopback address each, so
-	// the provider's ssh_port setting works as it does with a real set.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	st, err := c.loadState()
 	if err != nil {
 		return nil, err
 	}
-	c.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	c.srv = httptest.NewTLSServer(c)
+	// One port for every instance, on a distinct loopback address each, so
+	// the provider's ssh_port setting works as it does with a real set.
+	c.port = st.SSHPort
+	if c.port == 0 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		c.port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	l, err := net.Listen("tcp", cmp.Or(c.opts.Addr, st.Addr, "127.0.0.1:0"))
+	if err != nil {
+		return nil, fmt.Errorf("azurefake: endpoint: %w", err)
+	}
+	c.srv = httptest.NewUnstartedServer(c)
+	c.srv.Listener.Close()
+	c.srv.Listener = l
+	c.srv.StartTLS()
+	c.mu.Lock()
+	c.advanceLocked()
+	for _, in := range c.instances {
+		if !in.Gone && in.Power == PowerRunning {
+			c.startSSHLocked(in)
+		}
+	}
+	c.changedLocked()
+	c.mu.Unlock()
 	return c, nil
 }
 
@@ -259,6 +313,7 @@ func (c *Cloud) SetCapacity(n int) {
 	c.mu.Lock()
 	c.capacity = n
 	c.advanceLocked()
+	c.changedLocked()
 	c.mu.Unlock()
 }
 
@@ -372,10 +427,9 @@ func (c *Cloud) transitionLocked(in *Instance, prov, power string, d time.Durati
 func (c *Cloud) launchLocked(now time.Time) {
 	id := strconv.Itoa(c.seq)
 	c.seq++
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
+	seed := make([]byte, ed25519.SeedSize)
+	rand.Read(seed) // crypto/rand does not fail on Linux
+	priv := ed25519.NewKeyFromSeed(seed)
 	signer, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
 		panic(err)
@@ -387,7 +441,7 @@ func (c *Cloud) launchLocked(now time.Time) {
 	}
 	n := c.seq
 	in := &Instance{
-		InstanceID: id, Name: name, Created: now, visibleAt: now.Add(c.opts.ListingLag), home: home, signer: signer,
+		InstanceID: id, Name: name, Created: now, visibleAt: now.Add(c.opts.ListingLag), home: home, signer: signer, seed: seed,
 		PrivateIP: fmt.Sprintf("127.2.%d.%d", n/250, n%250+2),
 		PublicIP:  fmt.Sprintf("127.3.%d.%d", n/250, n%250+2),
 		HostKey:   string(ssh.MarshalAuthorizedKey(signer.PublicKey())),
@@ -395,6 +449,10 @@ func (c *Cloud) launchLocked(now time.Time) {
 	in.HostKey = in.HostKey[:len(in.HostKey)-1]
 	c.instances[id] = in
 	c.order = append(c.order, id)
+	if code := cmp.Or(c.launchFailure, c.opts.AllocationFailure); code != "" {
+		c.failAllocationLocked(in, code)
+		return
+	}
 	c.transitionLocked(in, ProvisioningCreating, PowerStarting, c.opts.BootTime, now)
 }
 
@@ -440,6 +498,7 @@ func (c *Cloud) authorized(user string, key ssh.PublicKey) bool {
 func (c *Cloud) Evict(name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.changedLocked()
 	c.advanceLocked()
 	if !c.opts.Spot {
 		return fmt.Errorf("azurefake: the set is not Spot; only Spot instances are evicted")

@@ -41,13 +41,14 @@ func (c *Cloud) scaleSetJSON(provisioning string) map[string]any {
 		"id": c.scaleSetID(), "name": o.ScaleSet, "type": "Microsoft.Compute/virtualMachineScaleSets", "location": o.Location,
 		"sku": map[string]any{"name": o.VMSize, "tier": "Standard", "capacity": c.capacity},
 		"properties": map[string]any{
-			"orchestrationMode":     "Uniform",
-			"singlePlacementGroup":  false,
-			"overprovision":         false,
-			"upgradePolicy":         map[string]string{"mode": "Manual"},
-			"provisioningState":     provisioning,
-			"uniqueId":              "33333333-3333-3333-3333-333333333333",
-			"virtualMachineProfile": vmProfile,
+			"orchestrationMode":                      "Uniform",
+			"singlePlacementGroup":                   false,
+			"overprovision":                          !o.NoOverprovision,
+			"doNotRunExtensionsOnOverprovisionedVMs": false,
+			"upgradePolicy":                          map[string]string{"mode": "Manual"},
+			"provisioningState":                      provisioning,
+			"uniqueId":                               "33333333-3333-3333-3333-333333333333",
+			"virtualMachineProfile":                  vmProfile,
 		},
 	}
 }
@@ -71,11 +72,27 @@ func (c *Cloud) updateScaleSet(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusBadRequest, "InvalidParameter", "The value %d of parameter 'sku.capacity' is out of range. The value must be between 0 and %d, inclusive. Target: 'sku.capacity'.", n, c.opts.MaxCapacity))
 			return
 		}
+		if err := c.quotaLocked(n); err != nil {
+			writeError(w, err)
+			return
+		}
 		if n > c.capacity {
 			done = done.Add(c.opts.BootTime)
 		}
+		// An allocation failure fails the operation and leaves the
+		// instances it could not allocate in the set (failures.go).
+		code := c.opts.AllocationFailure
+		if e, ok := c.failNext["UpdateScaleSet"]; ok && isAllocationCode(e.code) {
+			code = e.code
+		}
+		if code != "" && n > c.capacity {
+			c.failNext["UpdateScaleSet"] = apiError{status: 200, code: code, message: allocationMessage(code)}
+			done = time.Now()
+		}
+		c.launchFailure = code
 		c.capacity = n
 		c.advanceLocked()
+		c.launchFailure = ""
 	}
 	c.startOperation(w, "UpdateScaleSet", done, http.StatusOK, c.scaleSetJSON("Updating"))
 }
@@ -174,13 +191,20 @@ func (c *Cloud) vmJSON(in *Instance, expand bool) map[string]any {
 	}
 	if expand {
 		now := time.Now().UTC().Format(time.RFC3339Nano)
+		statuses := []map[string]string{
+			{"code": "ProvisioningState/" + strings.ToLower(in.Provisioning), "level": "Info", "displayStatus": "Provisioning " + strings.ToLower(in.Provisioning), "time": now},
+		}
+		if in.FailureCode != "" {
+			statuses[0] = map[string]string{"code": "ProvisioningState/failed/" + in.FailureCode, "level": "Error",
+				"displayStatus": "Provisioning failed", "message": allocationMessage(in.FailureCode), "time": now}
+		}
+		if in.Power != "" {
+			statuses = append(statuses, map[string]string{"code": "PowerState/" + in.Power, "level": "Info", "displayStatus": "VM " + in.Power})
+		}
 		props["instanceView"] = map[string]any{
 			"computerName": fmt.Sprintf("%s%06s", c.opts.ScaleSet, in.InstanceID),
 			"osName":       "ubuntu", "osVersion": "24.04",
-			"statuses": []map[string]string{
-				{"code": "ProvisioningState/" + strings.ToLower(in.Provisioning), "level": "Info", "displayStatus": "Provisioning " + strings.ToLower(in.Provisioning), "time": now},
-				{"code": "PowerState/" + in.Power, "level": "Info", "displayStatus": "VM " + in.Power},
-			},
+			"statuses": statuses,
 		}
 	}
 	vm := map[string]any{
@@ -261,7 +285,7 @@ func (c *Cloud) serveSerialLog(w http.ResponseWriter, r *http.Request, name stri
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	fmt.Fprintf(w, "[    0.000000] Linux version 6.8.0-1017-azure\n[  OK  ] Reached target Cloud-init target.\n")
-	if in.Provisioning == ProvisioningCreating {
+	if in.Provisioning == ProvisioningCreating || in.FailureCode != "" {
 		return
 	}
 	fp := fingerprint(in.HostKey)

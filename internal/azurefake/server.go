@@ -109,7 +109,7 @@ func (c *Cloud) gate(w http.ResponseWriter, r *http.Request, action, rbac string
 			return false
 		}
 	}
-	return true
+	return !c.throttledLocked(w, action)
 }
 
 func (c *Cloud) scaleSetID() string {
@@ -122,6 +122,7 @@ func (c *Cloud) scaleSetID() string {
 func (c *Cloud) serveARM(w http.ResponseWriter, r *http.Request, parts []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.changedLocked()
 	c.advanceLocked()
 	if !strings.EqualFold(parts[1], c.opts.Subscription) {
 		writeError(w, errorf(http.StatusNotFound, "SubscriptionNotFound", "The subscription '%s' could not be found.", parts[1]))

@@ -39,6 +39,13 @@ var (
 	// ErrUnreachable: AWS could not be reached, or kept answering 5xx,
 	// after the SDK's retries. It wraps provider.ErrTransient.
 	ErrUnreachable = errors.New("aws: AWS API unreachable")
+	// ErrQuota: an EC2 quota (vCPUs, Spot requests) refused the
+	// instances; wraps provider.ErrQuota and provider.ErrTransient.
+	ErrQuota = fmt.Errorf("aws: instance launch refused: %w", provider.ErrQuota)
+	// ErrStockout: EC2 has no capacity for the instance type in the
+	// availability zone now; wraps provider.ErrStockout and
+	// provider.ErrTransient.
+	ErrStockout = fmt.Errorf("aws: instance launch failed: EC2 is %w for the instance type", provider.ErrStockout)
 )
 
 // iamPrefix maps the SDK's service IDs to IAM action prefixes.
@@ -83,6 +90,12 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: AWS refused the credentials for %s (%s); refresh them or check the profile: %w", ErrCredentials, op, code, err)
 	case code == "Throttling" || code == "ThrottlingException" || code == "RequestLimitExceeded" || code == "TooManyRequestsException":
 		return fmt.Errorf("%w: %s was throttled even after the SDK's retries; berth tries again on its next cycle. If it persists, other tools share the account's rate limit: lower their rate or ask AWS for a higher limit: %w: %w", ErrThrottled, op, provider.ErrTransient, err)
+	case code == "VcpuLimitExceeded" || code == "InstanceLimitExceeded" || code == "MaxSpotInstanceCountExceeded":
+		// EC2 API reference, "Error codes": a quota; transient by the
+		// rule of provider.ErrQuota.
+		return fmt.Errorf("%w: %s: %s (%s); ask for a higher quota (Service Quotas, EC2) or lower max_instances; berth asks again later: %w: %w", ErrQuota, op, msg, code, provider.ErrTransient, err)
+	case code == "InsufficientInstanceCapacity" || code == "InsufficientCapacity":
+		return fmt.Errorf("%w: %s: %s (%s); wait, or give the group more instance types or subnets; berth asks again later: %w: %w", ErrStockout, op, msg, code, provider.ErrTransient, err)
 	case code == "InvalidInstanceID.NotFound" || code == "InvalidInstanceID.Malformed" || code == "EC2InstanceNotFoundException":
 		return fmt.Errorf("%w: %s: %s: %w", ErrUnknownInstance, op, msg, err)
 	case code == "IncorrectInstanceState" || code == "EC2InstanceStateInvalidException":

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/aws/smithy-go"
+
+	"github.com/berth-ci/berth/provider"
 )
 
 func TestMapErr(t *testing.T) {
@@ -30,10 +32,15 @@ func TestMapErr(t *testing.T) {
 		{opErr("Auto Scaling", "SetDesiredCapacity", "ValidationError", "New SetDesiredCapacity value 11 is above max value 10 for the AutoScalingGroup."), ErrMaxSize, "raise the group's MaxSize"},
 		{opErr("Auto Scaling", "TerminateInstanceInAutoScalingGroup", "ValidationError", "Currently, desired capacity is 1, min size 1."), ErrMinSize, "MinSize to 0"},
 		{errors.New("failed to retrieve credentials: no EC2 IMDS role found"), ErrCredentials, "AWS_PROFILE"},
+		{opErr("EC2", "StartInstances", "InsufficientInstanceCapacity", "We currently do not have sufficient m5.large capacity in the Availability Zone you requested (us-east-1a)."), provider.ErrStockout, "asks again later"},
+		{opErr("EC2", "StartInstances", "VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit of 32 allows."), provider.ErrQuota, "higher quota"},
 	} {
 		got := mapErr(c.err)
 		if !errors.Is(got, c.kind) || !strings.Contains(got.Error(), c.says) {
 			t.Errorf("mapErr(%v) = %v; want %v saying %q", c.err, got, c.kind, c.says)
+		}
+		if quota := errors.Is(got, provider.ErrQuota) || errors.Is(got, provider.ErrStockout); quota != errors.Is(got, provider.ErrTransient) && c.kind != ErrThrottled {
+			t.Errorf("mapErr(%v): quota or stockout %v, transient %v; want both or neither (provider.ErrQuota's rule)", c.err, quota, !quota)
 		}
 		if !errors.Is(got, c.err) {
 			t.Errorf("mapErr(%v) does not wrap the AWS error", c.err)

@@ -64,6 +64,11 @@ type Group struct {
 	// (Increase reads it and writes it back; deleteInstances lowers it),
 	// because berth makes provider calls concurrently.
 	scaleMu sync.Mutex
+	// creation backs Increase off after the set failed to create
+	// instances (creation.go); scaleMu guards it.
+	creation provider.CreationBackoff
+	// gate holds calls back until a long Retry-After passed (throttle.go).
+	gate *retryGate
 
 	mu         sync.Mutex
 	seen       map[string]time.Time // instances listed since start, and when first
@@ -77,8 +82,10 @@ type Group struct {
 // provider_config. It is the one constructor, for berth's plugin binary
 // (main is sdk.Serve(azure.New())) and for tests alike.
 func New() *Group {
-	return &Group{log: slog.Default().With("provider", "azure"), now: time.Now,
+	g := &Group{log: slog.Default().With("provider", "azure"), now: time.Now,
 		seen: map[string]time.Time{}, hostKeys: map[string]string{}, resuming: map[string]bool{}, suspending: map[string]int{}}
+	g.gate = newRetryGate(func() time.Time { return g.now() })
+	return g
 }
 
 // cloudConfig is the cloud the config names, with its endpoint and
@@ -180,8 +187,9 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		return provider.Info{}, fmt.Errorf("%w: %w", ErrCredentials, err)
 	}
 	// The SDK's retry policy (3 retries, exponential backoff, honouring
-	// Retry-After on 429 and 5xx) is the default; only the cloud and the
-	// transport are set.
+	// Retry-After on 429 and 5xx up to 60 s) is the default; the gate
+	// honours a longer Retry-After (throttle.go).
+	opts.PerCallPolicies = append(opts.PerCallPolicies, g.gate)
 	armOpts := &arm.ClientOptions{ClientOptions: opts}
 	if g.sets, err = armcompute.NewVirtualMachineScaleSetsClient(cfg.SubscriptionID, cred, armOpts); err != nil {
 		return provider.Info{}, fmt.Errorf("azure: %w", err)
@@ -246,6 +254,12 @@ func (g *Group) checkSet(set armcompute.VirtualMachineScaleSet, signer ssh.Signe
 	}
 	if p.OrchestrationMode != nil && *p.OrchestrationMode != armcompute.OrchestrationModeUniform {
 		return fmt.Errorf("%w: scale set %s uses %s orchestration; berth drives Uniform scale sets (instances made from the set's model, scaled by capacity): create the set with orchestration mode Uniform", ErrUnsupported, g.cfg.Name, *p.OrchestrationMode)
+	}
+	if p.Overprovision == nil || *p.Overprovision {
+		// On unless the set was created with it off (armcompute
+		// VirtualMachineScaleSetProperties.Overprovision).
+		return fmt.Errorf("%w: scale set %s is overprovisioned (properties.overprovision is on, Azure's default): Azure creates more instances than the capacity berth asks for and deletes the extra ones once enough booted, so berth would see instances come and go that it never asked for, and could book a job on one about to be deleted; turn it off: az vmss update --resource-group %s --name %s --set overprovision=false, or overprovision = false in Terraform's azurerm_linux_virtual_machine_scale_set (examples/azure/ does)",
+			ErrUnsupported, g.cfg.Name, g.cfg.ResourceGroup, g.cfg.Name)
 	}
 	vm := p.VirtualMachineProfile
 	if err := g.checkLogin(vm.OSProfile, signer); err != nil {

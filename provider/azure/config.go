@@ -58,6 +58,11 @@ type Config struct {
 	// capacity, deallocated instances included); 0 means the platform's
 	// limit (1,000, or 100 with a single placement group).
 	MaxSize int `json:"max_size"`
+	// CreationCheck is how long Increase watches the capacity operation
+	// for an allocation failure before it returns (creation.go); a
+	// failure after that is found by a later listing. Default 30 s, at
+	// most 45 s (within the plugin's 1 minute call timeout).
+	CreationCheck time.Duration `json:"creation_check"`
 }
 
 // Connector describes the SSH login to instances.
@@ -77,7 +82,7 @@ const (
 )
 
 // knownKeys is what a configuration error lists, so a typo is easy to fix.
-const knownKeys = "subscription_id, resource_group, name, cloud, endpoint, authority_host, ca_file, connector {username, key_path}, use_private_address, ssh_port, instance_ready_timeout, suspend, max_size"
+const knownKeys = "subscription_id, resource_group, name, cloud, endpoint, authority_host, ca_file, connector {username, key_path}, use_private_address, ssh_port, instance_ready_timeout, suspend, max_size, creation_check"
 
 type jsonConfig struct {
 	SubscriptionID       string               `json:"subscription_id"`
@@ -93,6 +98,7 @@ type jsonConfig struct {
 	InstanceReadyTimeout *jsonconfig.Duration `json:"instance_ready_timeout"`
 	Suspend              bool                 `json:"suspend"`
 	MaxSize              int                  `json:"max_size"`
+	CreationCheck        *jsonconfig.Duration `json:"creation_check"`
 }
 
 // ParseConfig decodes and checks provider_config. Unknown keys are an
@@ -104,7 +110,7 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	c := Config{SubscriptionID: j.SubscriptionID, ResourceGroup: j.ResourceGroup, Name: j.Name, Cloud: strings.ToLower(j.Cloud),
 		Endpoint: j.Endpoint, AuthorityHost: j.AuthorityHost, CAFile: j.CAFile, UsePrivateAddress: true, SSHPort: DefaultSSHPort,
-		InstanceReadyTimeout: DefaultInstanceReadyTimeout, Suspend: j.Suspend, MaxSize: j.MaxSize}
+		InstanceReadyTimeout: DefaultInstanceReadyTimeout, Suspend: j.Suspend, MaxSize: j.MaxSize, CreationCheck: DefaultCreationCheck}
 	if c.SubscriptionID == "" {
 		c.SubscriptionID = os.Getenv("AZURE_SUBSCRIPTION_ID")
 	}
@@ -122,6 +128,9 @@ func ParseConfig(b []byte) (Config, error) {
 	}
 	if j.InstanceReadyTimeout != nil {
 		c.InstanceReadyTimeout = time.Duration(*j.InstanceReadyTimeout)
+	}
+	if j.CreationCheck != nil {
+		c.CreationCheck = time.Duration(*j.CreationCheck)
 	}
 	return c, c.Validate()
 }
@@ -147,6 +156,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("azure: provider_config: ssh_port %d is not a TCP port", c.SSHPort)
 	case c.InstanceReadyTimeout <= 0:
 		return fmt.Errorf("azure: provider_config: instance_ready_timeout %v must be positive", c.InstanceReadyTimeout)
+	case c.CreationCheck < 0 || c.CreationCheck > 45*time.Second:
+		return fmt.Errorf("azure: provider_config: creation_check %v must be between 0 and 45s (Increase waits that long within the plugin's 1 minute call timeout)", c.CreationCheck)
 	case c.MaxSize < 0:
 		return fmt.Errorf("azure: provider_config: max_size %d must not be negative", c.MaxSize)
 	}

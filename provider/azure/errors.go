@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -22,9 +23,14 @@ var (
 	// ErrMaxSize: the set cannot grow; max_size or the platform's limit
 	// is reached.
 	ErrMaxSize = errors.New("azure: scale set is at its maximum size")
-	// ErrQuota: Azure refused to grow the set, or to start an instance,
-	// for lack of quota or capacity.
-	ErrQuota = errors.New("azure: quota or capacity exceeded")
+	// ErrQuota: a vCPU quota refused to grow the set (409
+	// OperationNotAllowed); wraps provider.ErrQuota and, by its rule,
+	// provider.ErrTransient.
+	ErrQuota = fmt.Errorf("azure: %w", provider.ErrQuota)
+	// ErrStockout: Azure has no capacity for the VM size now
+	// (AllocationFailed and the like), to create instances or to start a
+	// deallocated one; wraps provider.ErrStockout and provider.ErrTransient.
+	ErrStockout = fmt.Errorf("azure: the region is %w for the VM size", provider.ErrStockout)
 	// ErrPermission: the identity lacks an RBAC action; the message names it.
 	ErrPermission = errors.New("azure: missing RBAC permission")
 	// ErrCredentials: no usable credentials, or Azure refused them.
@@ -74,15 +80,24 @@ func (g *Group) mapErr(op string, err error) error {
 		}
 		return fmt.Errorf("%w: %s is not allowed (%s); add %s to the role assigned to berth's identity on the scale set (docs/azure.md lists them all): %w", ErrPermission, op, code, action, err)
 	case re.StatusCode == http.StatusTooManyRequests:
-		return fmt.Errorf("%w: %s was throttled even after the SDK's retries; berth tries again on its next cycle. If it persists, other tools share the subscription's rate limit: %w: %w", ErrThrottled, op, provider.ErrTransient, err)
+		when := "berth tries again on its next cycle"
+		if re.RawResponse != nil && re.RawResponse.Request != nil {
+			if t := g.gate.until(re.RawResponse.Request.Method); !t.IsZero() {
+				when = fmt.Sprintf("Azure asked for no call before %s (Retry-After %s, longer than the SDK waits), and the plugin makes none before then",
+					t.UTC().Format(time.RFC3339), retryAfter(re.RawResponse.Header))
+			}
+		}
+		return fmt.Errorf("%w: %s was throttled even after the SDK's retries; %s. If it persists, other tools share the subscription's rate limit: %w: %w", ErrThrottled, op, when, provider.ErrTransient, err)
 	case code == "ResourceNotFound" || code == "ResourceGroupNotFound" || code == "SubscriptionNotFound" || code == "ParentResourceNotFound":
 		return fmt.Errorf("%w: %s (%s): check subscription_id, resource_group and name in provider_config: %w", ErrScaleSetNotFound, op, code, err)
 	case code == "NotFound" || (code == "InvalidParameter" && strings.Contains(err.Error(), "not an active")):
 		return fmt.Errorf("%w: %s: %w", ErrUnknownInstance, op, err)
 	case code == "OperationNotAllowed" && strings.Contains(strings.ToLower(err.Error()), "quota"):
-		return fmt.Errorf("%w: %s: request a higher vCPU quota for the VM family in the region, or lower max_size: %w", ErrQuota, op, err)
-	case code == "AllocationFailed" || code == "ZonalAllocationFailed" || code == "SkuNotAvailable" || code == "OverconstrainedAllocationRequest" || code == "SpotVMCapacityNotAvailable":
-		return fmt.Errorf("%w: %s: Azure has no capacity for the VM size now (for Spot, none at the price); berth tries again later: %w: %w", ErrQuota, op, provider.ErrTransient, err)
+		// Transient, as on every cloud (provider.ErrQuota): a quota
+		// can be raised while berth runs.
+		return fmt.Errorf("%w: %s: ask for a higher vCPU quota for the VM family in the region (Quotas in the portal, or az quota), or lower max_size; berth asks again later: %w: %w", ErrQuota, op, provider.ErrTransient, err)
+	case capacityKind(code) == ErrStockout:
+		return fmt.Errorf("%w: %s: Azure has no capacity for the VM size now (for Spot, none at the price); berth tries again later: %w: %w", ErrStockout, op, provider.ErrTransient, err)
 	case code == "InvalidParameter" && strings.Contains(err.Error(), "sku.capacity"):
 		return fmt.Errorf("%w: %s: %w", ErrMaxSize, op, err)
 	case code == "OperationNotAllowed" || code == "Conflict":
@@ -106,4 +121,13 @@ func deref[T any](p *T, def T) T {
 		return def
 	}
 	return *p
+}
+
+// codeOf is the ARM error code behind err, "" when there is none.
+func codeOf(err error) string {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.ErrorCode
+	}
+	return ""
 }

@@ -224,8 +224,8 @@ func TestResumeAllocationFailure(t *testing.T) {
 	eventually(t, "suspended", func() bool { return listing(t, g)[id] == provider.StateSuspended })
 	f.FailNext("Start", "AllocationFailed", "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.")
 	acc, err := g.Resume(context.Background(), []string{id})
-	if len(acc) != 0 || !errors.Is(err, ErrQuota) || !errors.Is(err, provider.ErrTransient) {
-		t.Fatalf("Resume with no capacity = %v, %v; want ErrQuota, transient", acc, err)
+	if len(acc) != 0 || !errors.Is(err, ErrStockout) || !errors.Is(err, provider.ErrTransient) {
+		t.Fatalf("Resume with no capacity = %v, %v; want ErrStockout, transient", acc, err)
 	}
 	if st := listing(t, g)[id]; st != provider.StateSuspended {
 		t.Errorf("after a failed start %s is %s, want suspended", id, st)

@@ -28,6 +28,9 @@ type vmState struct {
 	provisioning string
 	power        string
 	created      time.Time
+	// failure and failureMessage are the error of a failed provisioning,
+	// from the status "ProvisioningState/failed/<code>" (creation.go).
+	failure, failureMessage string
 }
 
 // stateOf reads an instance's states. The resource's provisioningState
@@ -44,12 +47,19 @@ func stateOf(vm *armcompute.VirtualMachineScaleSetVM) vmState {
 		return s
 	}
 	for _, st := range p.InstanceView.Statuses {
-		code := strings.ToLower(deref(st.Code, ""))
-		if v, ok := strings.CutPrefix(code, "powerstate/"); ok {
+		code := deref(st.Code, "")
+		lower := strings.ToLower(code)
+		if v, ok := strings.CutPrefix(lower, "powerstate/"); ok {
 			s.power = v
 		}
-		if v, ok := strings.CutPrefix(code, "provisioningstate/"); ok && s.provisioning == "" {
-			s.provisioning, _, _ = strings.Cut(v, "/")
+		if _, ok := strings.CutPrefix(lower, "provisioningstate/"); ok {
+			prov, failure, _ := strings.Cut(code[len("provisioningstate/"):], "/")
+			if s.provisioning == "" {
+				s.provisioning = strings.ToLower(prov)
+			}
+			if strings.EqualFold(prov, "failed") {
+				s.failure, s.failureMessage = failure, deref(st.Message, "")
+			}
 		}
 	}
 	return s
@@ -102,26 +112,46 @@ func mapState(s vmState, inFlight op, now time.Time, readyTimeout time.Duration)
 	return creating()
 }
 
-// Update lists the set's instances with their instance views, following
-// nextLink through every page. An instance the set created but does not
-// list yet is not reported: berth counts it as a pending increase until it
-// appears. An instance berth saw that has left the set is reported deleted
-// once.
-func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)) error {
+// listStates lists the set's instances with their instance views,
+// following nextLink through every page, by the set's instance ID.
+func (g *Group) listStates(ctx context.Context) (map[string]vmState, error) {
 	pager := g.vms.NewListPager(g.cfg.ResourceGroup, g.cfg.Name, &armcompute.VirtualMachineScaleSetVMsClientListOptions{Expand: to.Ptr("instanceView")})
 	listed := map[string]vmState{}
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return g.mapErr("list instances", err)
+			return nil, g.mapErr("list instances", err)
 		}
 		for _, vm := range page.Value {
 			if vm == nil || vm.InstanceID == nil {
 				continue
 			}
-			listed[g.cfg.Name+"_"+*vm.InstanceID] = stateOf(vm)
+			listed[*vm.InstanceID] = stateOf(vm)
 		}
 	}
+	return listed, nil
+}
+
+// Update lists the set's instances. An instance the set created but does
+// not list yet is not reported: berth counts it as a pending increase
+// until it appears. An instance berth saw that has left the set is
+// reported deleted once. An instance the set failed to create for lack
+// of capacity or quota is not reported, but deleted (creation.go).
+func (g *Group) Update(ctx context.Context, fn func(id string, s provider.State)) error {
+	states, err := g.listStates(ctx)
+	if err != nil {
+		return err
+	}
+	listed := map[string]vmState{}
+	var failed []failedVM
+	for num, s := range states {
+		if creationFailed(s) {
+			failed = append(failed, failedVM{num: num, code: s.failure, message: s.failureMessage})
+			continue
+		}
+		listed[g.cfg.Name+"_"+num] = s
+	}
+	g.dropFailedSeen(ctx, failed)
 	now := g.now()
 	type entry struct {
 		id string

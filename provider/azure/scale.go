@@ -11,6 +11,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+
+	"github.com/berth-ci/berth/provider"
 )
 
 // pollFrequency is how often a poller asks about an operation when Azure's
@@ -58,6 +60,9 @@ func (g *Group) Increase(ctx context.Context, n int) (int, error) {
 	}
 	g.scaleMu.Lock()
 	defer g.scaleMu.Unlock()
+	if err := g.creation.Active(g.now()); err != nil {
+		return 0, err
+	}
 	set, err := g.getSet(ctx)
 	if err != nil {
 		return 0, err
@@ -76,10 +81,35 @@ func (g *Group) Increase(ctx context.Context, n int) (int, error) {
 		SKU: &armcompute.SKU{Capacity: to.Ptr(int64(cur + add))},
 	}, nil)
 	if err != nil {
-		return 0, g.mapErr("update scale set capacity", err)
+		err = g.mapErr("update scale set capacity", err)
+		if errors.Is(err, provider.ErrQuota) {
+			g.creation.Failed(g.now(), err)
+			g.log.Error("scale-out refused for quota", "requested", n, "capacity", cur, "next_try_in", g.creation.Wait(), "err", err)
+		}
+		return 0, err
 	}
-	follow(g, fmt.Sprintf("capacity %d -> %d", cur, cur+add), p)
 	g.log.Info("raised capacity", "requested", n, "added", add, "from", cur, "to", cur+add, "max", g.maxSize)
+	// The operation fails when Azure cannot allocate the instances, which
+	// stay in the set, failed (creation.go).
+	if oerr := g.watchCapacity(ctx, fmt.Sprintf("capacity %d -> %d", cur, cur+add), p); oerr != nil {
+		oerr = g.mapErr("update scale set capacity", oerr)
+		if capacityKind(codeOf(oerr)) == nil {
+			g.log.Warn("operation failed", "op", "update scale set capacity", "err", oerr)
+			return add, nil
+		}
+		failed, lerr := g.failedAfter(ctx)
+		cerr := oerr
+		if lerr == nil && len(failed) > 0 {
+			cerr = creationError(failed)
+			if derr := g.dropFailed(ctx, failed); derr != nil {
+				cerr = fmt.Errorf("%w; deleting them failed too, a later listing tries again: %v", cerr, derr)
+			}
+		}
+		g.creation.Failed(g.now(), cerr)
+		g.log.Error("instance creation failed", "requested", n, "failed", len(failed), "next_try_in", g.creation.Wait(), "err", cerr)
+		return max(add-len(failed), 0), cerr
+	}
+	g.creation.Reset()
 	if add < n {
 		return add, short(add)
 	}

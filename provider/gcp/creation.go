@@ -24,50 +24,20 @@ import (
 // succeeds: left alone, every such member is created when capacity
 // returns, long after berth gave up on it.
 //
-// Quota and capacity refusals are transient for berth (it keeps running
-// and asks again later, as for AWS's InsufficientInstanceCapacity and
-// Azure's AllocationFailed), but each says what the operator can do.
+// Quota and capacity refusals are transient for berth, by the rule of
+// provider.ErrQuota: it keeps running and asks again later (after
+// provider.CreationBackoff), and each says what the operator can do.
 var (
 	// ErrQuota: a project quota (CPUS, instances, addresses) does not
 	// allow the instances; wraps provider.ErrTransient.
-	ErrQuota = errors.New("gcp: instance creation refused: quota exceeded")
+	ErrQuota = fmt.Errorf("gcp: instance creation refused: %w", provider.ErrQuota)
 	// ErrStockout: the zone has no capacity for the machine type now;
 	// wraps provider.ErrTransient.
-	ErrStockout = errors.New("gcp: instance creation failed: the zone is out of capacity")
+	ErrStockout = fmt.Errorf("gcp: instance creation failed: the zone is %w", provider.ErrStockout)
 	// ErrCreation: the group failed to create instances for another
 	// reason its lastAttempt names (a bad template, a missing image).
 	ErrCreation = errors.New("gcp: instance creation failed")
 )
-
-// Backoff after a creation failure: Increase answers with the failure
-// without calling Google until it passes, so that berth asking again at
-// once does not spend the project's API quota on resizes that fail; it
-// doubles up to creationBackoffMax and ends at the first success.
-const (
-	creationBackoffFirst = 10 * time.Second
-	creationBackoffMax   = 2 * time.Minute
-)
-
-// backoff is the state of the creation backoff.
-type backoff struct {
-	until time.Time
-	wait  time.Duration
-	err   error
-}
-
-// failed starts or doubles the backoff after err.
-func (b *backoff) failed(now time.Time, err error) {
-	b.wait = min(max(b.wait*2, creationBackoffFirst), creationBackoffMax)
-	b.until, b.err = now.Add(b.wait), err
-}
-
-// active returns the last failure while the backoff lasts.
-func (b *backoff) active(now time.Time) error {
-	if b.err == nil || !now.Before(b.until) {
-		return nil
-	}
-	return fmt.Errorf("%w (asking again after %s)", b.err, b.until.Format(time.RFC3339))
-}
 
 // DefaultCreationCheck is how long Increase watches the new members for
 // a first attempt that failed; see Config.CreationCheck.
@@ -205,7 +175,7 @@ func (g *Group) dropFailedSeen(ctx context.Context, mis []*computepb.ManagedInst
 	}
 	defer g.scaleMu.Unlock()
 	cerr := creationError(failed)
-	g.creation.failed(g.now(), cerr)
+	g.creation.Failed(g.now(), cerr)
 	if err := g.dropFailed(ctx, failed); err != nil {
 		g.log.Warn("members fail to be created, and lowering the target size failed; trying again at the next listing", "failed", len(failed), "err", err, "creation_error", cerr)
 		return

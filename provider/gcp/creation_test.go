@@ -38,7 +38,7 @@ func TestQuotaShortageIsReportedAndTheTargetGivenBack(t *testing.T) {
 	if s := cloud.Group(); s.Live != 0 {
 		t.Errorf("group %+v once the quota allows: instances nobody asked for any more were created", s)
 	}
-	clk.advance(creationBackoffFirst)
+	clk.advance(provider.BackoffFirst)
 	if n, err := g.Increase(ctx, 2); n != 2 || err != nil {
 		t.Errorf("Increase(2) after the shortage = %d, %v; want 2, nil", n, err)
 	}

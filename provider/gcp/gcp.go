@@ -53,7 +53,7 @@ type Group struct {
 	scaleMu sync.Mutex
 	// creation backs Increase off after the group failed to create
 	// instances (creation.go); scaleMu guards it.
-	creation backoff
+	creation provider.CreationBackoff
 
 	mu        sync.Mutex
 	refs      map[string]ref       // instances by ID, from the last listing

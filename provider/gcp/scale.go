@@ -23,7 +23,7 @@ func (g *Group) Increase(ctx context.Context, n int) (int, error) {
 	}
 	g.scaleMu.Lock()
 	defer g.scaleMu.Unlock()
-	if err := g.creation.active(g.now()); err != nil {
+	if err := g.creation.Active(g.now()); err != nil {
 		return 0, err
 	}
 	m, err := g.getGroup(ctx)
@@ -57,14 +57,14 @@ func (g *Group) Increase(ctx context.Context, n int) (int, error) {
 		g.log.Warn("could not check the new instances' creation; a later listing does", "err", err)
 	} else if len(failed) > 0 {
 		cerr := creationError(failed)
-		g.creation.failed(g.now(), cerr)
-		g.log.Error("instance creation failed", "requested", n, "failed", len(failed), "next_try_in", g.creation.wait, "err", cerr)
+		g.creation.Failed(g.now(), cerr)
+		g.log.Error("instance creation failed", "requested", n, "failed", len(failed), "next_try_in", g.creation.Wait(), "err", cerr)
 		if derr := g.dropFailed(ctx, failed); derr != nil {
 			cerr = fmt.Errorf("%w; lowering the target size failed too, a later listing tries again: %v", cerr, derr)
 		}
 		return max(add-len(failed), 0), cerr
 	}
-	g.creation = backoff{}
+	g.creation.Reset()
 	if add < n {
 		return add, short(add)
 	}

@@ -11,7 +11,9 @@
 // AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET), the
 // provider_config that points at the fake to DIR/provider_config.json
 // (also printed, for `berth provider test --config`) and a berth.toml using
-// it to DIR/berth.toml, and serves until interrupted.
+// it to DIR/berth.toml, and serves until interrupted. With -state FILE the
+// subscription (the set, its instances, the endpoint's address, the login
+// key) survives a restart, so a chaos test can restart the cloud too.
 package main
 
 import (
@@ -22,11 +24,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/berth-ci/berth/internal/azurefake"
 	"github.com/berth-ci/berth/internal/fakehost"
+	"golang.org/x/crypto/ssh"
 )
 
 func main() {
@@ -42,6 +46,10 @@ func main() {
 	del := flag.Duration("delete-time", time.Second, "how long an instance stays deleting")
 	lag := flag.Duration("listing-lag", time.Second, "how long after launch an instance appears in listings")
 	poll := flag.Duration("poll-interval", time.Second, "Retry-After of long-running operations")
+	overprovision := flag.Bool("overprovision", false, "create the set overprovisioned (Azure's default; berth refuses it, docs/azure.md)")
+	allocFail := flag.String("allocation-failure", "", "fail every new instance's allocation with this code (AllocationFailed), keeping it in the set, Failed")
+	coreQuota := flag.Int("core-quota", 0, "the region's vCPU quota; a scale-out beyond it is refused with 409 OperationNotAllowed (0: none)")
+	state := flag.String("state", "", "keep the subscription in this file across restarts (written atomically on change, read at start)")
 	flag.Parse()
 	if *dir == "" {
 		log.Fatal("azurefake: -dir is required")
@@ -50,13 +58,14 @@ func main() {
 		log.Fatal(err)
 	}
 	keyPath := filepath.Join(*dir, "key.pem")
-	authorized, err := fakehost.WriteKeyPair(keyPath, "azurefake scale set key")
+	authorized, err := loginKey(keyPath, *state != "")
 	if err != nil {
 		log.Fatal(err)
 	}
 	cloud, err := azurefake.New(azurefake.Options{ScaleSet: *set, ResourceGroup: *group, Location: *location, Spot: *spot,
 		AuthorizedKey: authorized, BootTime: *boot, StartTime: *start, DeallocateTime: *dealloc, DeleteTime: *del,
-		ListingLag: *lag, PollInterval: *poll, Dir: filepath.Join(*dir, "instances")})
+		ListingLag: *lag, PollInterval: *poll, Dir: filepath.Join(*dir, "instances"),
+		NoOverprovision: !*overprovision, AllocationFailure: *allocFail, CoreQuota: *coreQuota, StateFile: *state})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -86,4 +95,20 @@ func main() {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
 	cloud.Close()
+}
+
+// loginKey writes a new login key to path, or, when the subscription is
+// kept in a state file, reuses the one there: the set's OS profile keeps
+// its key across a restart.
+func loginKey(path string, keep bool) (string, error) {
+	if keep {
+		if pem, err := os.ReadFile(path); err == nil {
+			signer, err := ssh.ParsePrivateKey(pem)
+			if err != nil {
+				return "", fmt.Errorf("azurefake: %s: %w", path, err)
+			}
+			return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), nil
+		}
+	}
+	return fakehost.WriteKeyPair(path, "azurefake scale set key")
 }
