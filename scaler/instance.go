@@ -98,10 +98,10 @@ type reservation struct {
 	// losing the instance lose the job, with Config.ConfirmConnect.
 	connected bool
 	waiting   bool // an Acquire or Resume waits for Bound/Failed
-	queued   bool // in Scaler.queue
-	env      *env // set when the reservation resumes an environment
-	lost     string
-	arrived  bool // counted by the arrival model
+	queued    bool // in Scaler.queue
+	env       *env // set when the reservation resumes an environment
+	lost      string
+	arrived   bool // counted by the arrival model
 	// arrivedAt is when the job arrived in its source (ArrivedAt) or else
 	// was taken (its first Acquire), to learn its wait (refill.go).
 	arrivedAt time.Time
