@@ -114,7 +114,8 @@ type Cloud struct {
 	tokens    map[string]bool
 	peak      int
 	now       func() time.Time
-	stockout  string // error code of every creation attempt now; "" when they succeed
+	stockout  string           // error code of every creation attempt now; "" when they succeed
+	failing   map[string][]int // method -> statuses of the next server errors (servererror.go)
 }
 
 type group struct {
