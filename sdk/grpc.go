@@ -78,6 +78,13 @@ func rpcErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, provider.ErrTransient) {
+		// First: a cloud SDK's error may carry a gRPC status of its own
+		// (googleapi's 500 says Internal), which would hide that it is
+		// transient, and the host would not retry it (issue 43).
+		// Not Unavailable: the host reads that as a broken connection.
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
@@ -86,9 +93,6 @@ func rpcErr(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, provider.ErrTransient):
-		// Not Unavailable: the host reads that as a broken connection.
-		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	return status.Error(codes.Unknown, err.Error())
 }
