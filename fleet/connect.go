@@ -54,10 +54,14 @@ func (f *Fleet) connect(ctx context.Context, key, id string, state []byte) (Acqu
 					return Acquisition{Key: key, Instance: id}, fmt.Errorf("%w (gave up after %d attempts: %v)", err, attempt, context.Cause(ctx))
 				}
 				wait = min(2*wait, connectRetryMax)
+			} else if errors.Is(err, provider.ErrInstanceGoing) {
+				// The cloud is deleting it (AWS: "shutting-down, not
+				// running"): the core moves the booking at once.
+				_ = f.do(func(c *scaler.Scaler) { c.Going(id, err.Error()) })
 			} else {
 				// The provider may refuse because the instance is going
-				// (AWS: "shutting-down, not running"): a listing tells
-				// the core, which then moves the booking.
+				// without saying so: a listing tells the core, which
+				// then moves the booking.
 				f.relist(ctx)
 			}
 			if f.holds(key, id) {

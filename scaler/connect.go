@@ -59,3 +59,28 @@ func (s *Scaler) move(r *reservation, in *instance, why string) {
 	s.enqueue(r, true)
 	s.emit(Moved{Key: r.key, From: in.id, Reason: why})
 }
+
+// Going records what a provider call said about instance id between two
+// listings: the cloud is deleting it (provider.ErrInstanceGoing, such as
+// "shutting-down, not running" from AWS). The instance is then treated as
+// a listing saying StateDeleting would have it: no booking goes there any
+// more, and the bookings whose jobs have not reached it move.
+func (s *Scaler) Going(id, why string) {
+	in, ok := s.instances[id]
+	if !ok || in.phase == phaseRestored {
+		return
+	}
+	s.going(in, fmt.Sprintf("instance %s: %s", id, why))
+	s.bindQueued()
+	s.scaleUp()
+}
+
+// going takes an instance the provider is deleting out of service.
+func (s *Scaler) going(in *instance, why string) {
+	if in.phase == phaseDeleting {
+		return
+	}
+	s.evict(in, why)
+	in.deleteReason = ReasonRemovedByProvider
+	s.setPhase(in, phaseDeleting)
+}

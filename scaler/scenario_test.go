@@ -180,6 +180,9 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 		}
 	case "why":
 		fmt.Fprintf(&b, "%s\n", h.s.Why(pos[0]))
+	case "going":
+		// going ID why...: a provider call said the cloud is deleting ID.
+		h.s.Going(pos[0], strings.Join(pos[1:], " "))
 	case "connected":
 		// connected K ID: K's job has ID's connection details (Connected).
 		fmt.Fprintf(&b, "%s: %s\n", pos[0], errOr(h.s.Connected(pos[0], pos[1]), "connected to "+pos[1]))

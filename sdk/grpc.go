@@ -85,6 +85,9 @@ func rpcErr(err error) error {
 		// Not Unavailable: the host reads that as a broken connection.
 		return status.Error(codes.ResourceExhausted, err.Error())
 	}
+	if errors.Is(err, provider.ErrInstanceGoing) {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
@@ -302,6 +305,8 @@ func callErr(method string, err error) error {
 			return fmt.Errorf("%s: %w", st.Message(), context.DeadlineExceeded)
 		case codes.ResourceExhausted:
 			return fmt.Errorf("%s: %w", st.Message(), provider.ErrTransient)
+		case codes.FailedPrecondition:
+			return fmt.Errorf("%s: %w", st.Message(), provider.ErrInstanceGoing)
 		}
 	}
 	return err
