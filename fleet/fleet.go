@@ -125,6 +125,8 @@ type Fleet struct {
 	waiters map[string]chan result
 	lost    map[string]*lostSignal
 	changed chan struct{}
+	// listed is closed, and replaced, after every listing the core saw.
+	listed  chan struct{}
 	saveErr error
 
 	kick  chan struct{}
@@ -206,7 +208,7 @@ func New(core *scaler.Scaler, opts Options) *Fleet {
 	}
 	f := &Fleet{opts: opts, log: opts.Logger, core: core,
 		waiters: map[string]chan result{}, lost: map[string]*lostSignal{},
-		changed: make(chan struct{}), kick: make(chan struct{}, 1), ctx: context.Background(),
+		changed: make(chan struct{}), listed: make(chan struct{}), kick: make(chan struct{}, 1), ctx: context.Background(),
 		stopped: make(chan struct{})}
 	f.susp, _ = opts.Provider.(provider.Suspender)
 	f.leader, _ = opts.Store.(store.Leader)
@@ -410,6 +412,8 @@ func (f *Fleet) note(a scaler.Action) {
 			delete(f.waiters, a.Key)
 			ch <- result{err: a.Err}
 		}
+	case scaler.Moved:
+		f.log.Warn("instance went before its job reached it; the job moves to another instance", "key", a.Key, "id", a.From, "reason", a.Reason)
 	case scaler.Lost:
 		f.log.Warn("instance lost under a running job", "key", a.Key, "id", a.InstanceID, "reason", a.Reason)
 		if l, ok := f.lost[a.Key]; ok {
@@ -548,6 +552,10 @@ func (f *Fleet) update(ctx context.Context) {
 		return
 	}
 	_ = f.do(func(c *scaler.Scaler) { c.Observe(listing) })
+	f.mu.Lock()
+	close(f.listed)
+	f.listed = make(chan struct{})
+	f.mu.Unlock()
 	f.settleRestored(cctx)
 }
 
@@ -635,6 +643,16 @@ func (f *Fleet) Suspend(key, envKey string, state []byte) (err error) {
 // Acquire waits until key's booking has a slot on a ready instance, or ctx
 // ends. On failure the booking is given back and the error says why.
 func (f *Fleet) Acquire(ctx context.Context, key string) (Acquisition, error) {
+	id, err := f.bound(ctx, key)
+	if err != nil {
+		return Acquisition{}, err
+	}
+	return f.connect(ctx, key, id, nil)
+}
+
+// bound waits until key's booking is bound to a slot on a ready instance,
+// or ctx ends, and returns the instance.
+func (f *Fleet) bound(ctx context.Context, key string) (string, error) {
 	var (
 		id  string
 		ok  bool
@@ -648,19 +666,19 @@ func (f *Fleet) Acquire(ctx context.Context, key string) (Acquisition, error) {
 			f.waiters[key] = ch
 		}
 	}); derr != nil {
-		return Acquisition{}, derr
+		return "", derr
 	}
 	if err != nil {
-		return Acquisition{}, err
+		return "", err
 	}
 	if !ok {
 		r, werr := f.wait(ctx, key, ch)
 		if werr != nil {
-			return Acquisition{}, werr
+			return "", werr
 		}
 		id = r.id
 	}
-	return f.connect(ctx, key, id, nil)
+	return id, nil
 }
 
 // Resume resumes environment envKey for booking key and waits until it runs.
@@ -713,23 +731,6 @@ func (f *Fleet) wait(ctx context.Context, key string, ch chan result) (result, e
 		return r, r.err
 	}
 	return result{}, fmt.Errorf("no instance was ready for booking %s before the acquire timeout (%v): %s", key, context.Cause(ctx), why)
-}
-
-func (f *Fleet) connect(ctx context.Context, key, id string, state []byte) (Acquisition, error) {
-	l := &lostSignal{ch: make(chan struct{})}
-	f.mu.Lock()
-	f.lost[key] = l
-	f.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
-	defer cancel()
-	if err := f.confirm(cctx); err != nil {
-		return Acquisition{Key: key, Instance: id}, fmt.Errorf("get connection details of instance %s: %w", id, err)
-	}
-	ci, err := f.opts.Provider.ConnectInfo(cctx, id)
-	if err != nil {
-		return Acquisition{Key: key, Instance: id}, fmt.Errorf("get connection details of instance %s: %w", id, err)
-	}
-	return Acquisition{Key: key, Instance: id, Connect: ci, State: state, Lost: l.ch, lost: l}, nil
 }
 
 // Instances describes the fleet's instances.

@@ -343,6 +343,9 @@ func (m *Manager) coreConfig() (scaler.Config, error) {
 		Disposable:      m.info.Capabilities.Disposable,
 		DeleteOnDeadJob: as.DeleteInstanceOnDeadJob,
 		SuspendedCost:   as.SuspendedCost,
+		// The fleet reports when a job has its instance's connection
+		// details; one whose instance goes before that moves (issue 43).
+		ConfirmConnect: true,
 		// The fleet advances the core every UpdateInterval; a longer step
 		// is the wall clock jumping, which must not expire every parked
 		// environment at once.

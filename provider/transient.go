@@ -48,3 +48,13 @@ func Unreachable(err error) bool {
 	}
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF)
 }
+
+// ErrInstanceGoing marks a provider error that says the instance is being
+// deleted or replaced by the cloud (AWS: shutting-down, or an Auto Scaling
+// group that found it unhealthy; GCP: stopping or terminated). berth then
+// treats the instance as going at once, as if a listing had said
+// StateDeleting: no job is booked there any more, and a job that had not
+// reached it yet moves to another instance (issue 43). It crosses the
+// plugin protocol (see package sdk); a plugin that does not use it is
+// learnt about at berth's next listing instead.
+var ErrInstanceGoing = errors.New("the instance is being deleted by the cloud")

@@ -104,6 +104,7 @@ func (Heartbeat) isAction()     {}
 func (Bound) isAction()         {}
 func (Failed) isAction()        {}
 func (Lost) isAction()          {}
+func (Moved) isAction()         {}
 func (Gone) isAction()          {}
 func (Scaled) isAction()        {}
 func (InstanceReady) isAction() {}

@@ -29,6 +29,11 @@ func (e *NoCapacityError) Unwrap() error { return ErrNoCapacity }
 // ErrUnknownKey is returned for a key that holds no reservation.
 var ErrUnknownKey = errors.New("no reservation with this key")
 
+// ErrMoved is returned by Connected when the booking no longer sits on the
+// instance the caller fetched connection details for: that instance went,
+// and the booking moved to another slot (a Moved action said so).
+var ErrMoved = errors.New("the booking moved to another instance")
+
 // ErrDuplicateKey is returned by Reserve for a key that is already booked.
 var ErrDuplicateKey = errors.New("key already holds a reservation")
 

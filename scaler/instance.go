@@ -94,11 +94,14 @@ type reservation struct {
 	inst     *instance // nil while unbound
 	slot     int
 	acquired bool
-	waiting  bool // an Acquire or Resume waits for Bound/Failed
-	queued   bool // in Scaler.queue
-	env      *env // set when the reservation resumes an environment
-	lost     string
-	arrived  bool // counted by the arrival model
+	// connected: the job reached its instance (Connected); only then does
+	// losing the instance lose the job, with Config.ConfirmConnect.
+	connected bool
+	waiting   bool // an Acquire or Resume waits for Bound/Failed
+	queued    bool // in Scaler.queue
+	env       *env // set when the reservation resumes an environment
+	lost      string
+	arrived   bool // counted by the arrival model
 	// arrivedAt is when the job arrived in its source (ArrivedAt) or else
 	// was taken (its first Acquire), to learn its wait (refill.go).
 	arrivedAt time.Time
@@ -208,7 +211,7 @@ func (s *Scaler) unbind(r *reservation) {
 	if r.acquired {
 		s.acquired--
 	}
-	r.inst, r.acquired = nil, false
+	r.inst, r.acquired, r.connected = nil, false, false
 	if in.used == 0 {
 		in.idleSince = s.now
 	}

@@ -141,6 +141,10 @@ func (s *Scaler) evict(in *instance, why string) {
 		if r == nil {
 			continue
 		}
+		if s.movable(r) {
+			s.move(r, in, why)
+			continue
+		}
 		if r.acquired {
 			s.unbind(r)
 			delete(s.res, r.key)

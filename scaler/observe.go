@@ -70,11 +70,7 @@ func (s *Scaler) observeOne(in *instance, st provider.State) {
 			s.failInstance(in, ReasonProviderTimeout, "the provider reported a timeout")
 		}
 	case provider.StateDeleting:
-		if in.phase != phaseDeleting {
-			s.evict(in, fmt.Sprintf("instance %s is being deleted by the provider", in.id))
-			in.deleteReason = ReasonRemovedByProvider
-			s.setPhase(in, phaseDeleting)
-		}
+		s.going(in, fmt.Sprintf("instance %s is being deleted by the provider", in.id))
 	case provider.StateRunning:
 		switch in.phase {
 		case phaseCreating:

@@ -74,6 +74,13 @@ type Config struct {
 	// DeleteOnDeadJob deletes, on restart, instances whose job died with the
 	// previous process instead of releasing their slots.
 	DeleteOnDeadJob bool
+	// ConfirmConnect says the caller reports, with Connected, when a job
+	// has its instance's connection details and starts there. Until then
+	// an acquisition whose instance goes (the provider lists it deleting,
+	// a heartbeat fails) is moved to another slot rather than lost: its
+	// job ran nothing yet (issue 43: a job booked on an instance the
+	// cloud was terminating failed). See connect.go.
+	ConfirmConnect bool
 	// SuspendedCost is what a suspended second costs relative to a running
 	// one (default 0.1); target_wait sizing prefers the suspended tier only
 	// while it is cheaper than hot capacity.

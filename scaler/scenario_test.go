@@ -180,6 +180,12 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 		}
 	case "why":
 		fmt.Fprintf(&b, "%s\n", h.s.Why(pos[0]))
+	case "going":
+		// going ID why...: a provider call said the cloud is deleting ID.
+		h.s.Going(pos[0], strings.Join(pos[1:], " "))
+	case "connected":
+		// connected K ID: K's job has ID's connection details (Connected).
+		fmt.Fprintf(&b, "%s: %s\n", pos[0], errOr(h.s.Connected(pos[0], pos[1]), "connected to "+pos[1]))
 	case "delete-instance":
 		// delete-instance ID... [force]
 		force := hasPos(pos, "force")
@@ -397,6 +403,8 @@ func fmtAction(a scaler.Action) string {
 		return fmt.Sprintf("> failed %s (%s): %v", a.Key, kind, a.Err)
 	case scaler.Lost:
 		return fmt.Sprintf("> lost %s on %s: %s", a.Key, a.InstanceID, a.Reason)
+	case scaler.Moved:
+		return fmt.Sprintf("> moved %s off %s: %s", a.Key, a.From, a.Reason)
 	case scaler.Gone:
 		return fmt.Sprintf("> gone %s (%s) after %s", a.ID, a.Reason, a.Lifetime)
 	case scaler.Scaled:
@@ -538,6 +546,8 @@ func parseConfig(args map[string]string, flags []string, input string) (scaler.C
 			cfg.Disposable = true
 		case "delete-dead":
 			cfg.DeleteOnDeadJob = true
+		case "confirm-connect":
+			cfg.ConfirmConnect = true
 		default:
 			return cfg, fmt.Errorf("unknown flag %q", f)
 		}

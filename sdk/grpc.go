@@ -78,6 +78,16 @@ func rpcErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, provider.ErrTransient) {
+		// First: a cloud SDK's error may carry a gRPC status of its own
+		// (googleapi's 500 says Internal), which would hide that it is
+		// transient, and the host would not retry it (issue 43).
+		// Not Unavailable: the host reads that as a broken connection.
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
+	if errors.Is(err, provider.ErrInstanceGoing) {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
@@ -86,9 +96,6 @@ func rpcErr(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, provider.ErrTransient):
-		// Not Unavailable: the host reads that as a broken connection.
-		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	return status.Error(codes.Unknown, err.Error())
 }
@@ -298,6 +305,8 @@ func callErr(method string, err error) error {
 			return fmt.Errorf("%s: %w", st.Message(), context.DeadlineExceeded)
 		case codes.ResourceExhausted:
 			return fmt.Errorf("%s: %w", st.Message(), provider.ErrTransient)
+		case codes.FailedPrecondition:
+			return fmt.Errorf("%s: %w", st.Message(), provider.ErrInstanceGoing)
 		}
 	}
 	return err

@@ -122,8 +122,9 @@ type Cloud struct {
 	tokens    map[string]bool
 	peak      int
 	now       func() time.Time
-	stockout  string          // error code of every creation attempt now; "" when they succeed
-	state     *fakestate.File // nil without Options.State
+	stockout  string           // error code of every creation attempt now; "" when they succeed
+	state     *fakestate.File  // nil without Options.State
+	failing   map[string][]int // method -> statuses of the next server errors (servererror.go)
 }
 
 type group struct {

@@ -33,7 +33,7 @@ func notFound(format string, a ...any) *apiError {
 // grpcStatus is the status name Google's JSON error envelope carries for
 // an HTTP status.
 var grpcStatus = map[int]string{400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-	404: "NOT_FOUND", 409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
+	404: "NOT_FOUND", 409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 502: "UNKNOWN", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 // writeError writes Google's JSON error envelope, which googleapi.Error
 // parses: code, message, errors[] with domain and reason, status.
@@ -141,6 +141,9 @@ func (c *Cloud) gate(r *http.Request, rt route) *apiError {
 	if c.denied[rt.method] {
 		return &apiError{http.StatusForbidden, "forbidden", fmt.Sprintf("Required '%s' permission for 'projects/%s/%s/%s'",
 			permission(rt.method), c.opts.Project, rt.scope, rt.resource)}
+	}
+	if e := c.serverErrorLocked(rt.method); e != nil {
+		return e
 	}
 	for _, k := range []string{rt.method, ""} {
 		if q := c.throttle[k]; len(q) > 0 {

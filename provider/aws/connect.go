@@ -77,7 +77,8 @@ func running(in ec2types.Instance) error {
 		if in.State != nil {
 			st = string(in.State.Name)
 		}
-		return fmt.Errorf("%w: instance %s is %s, not running", ErrInvalidState, aws.ToString(in.InstanceId), st)
+		err := fmt.Errorf("%w: instance %s is %s, not running", ErrInvalidState, aws.ToString(in.InstanceId), st)
+		return goingErr(in, err)
 	}
 	return nil
 }

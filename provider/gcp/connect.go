@@ -87,7 +87,7 @@ func (g *Group) addr(in *computepb.Instance) (string, error) {
 
 func running(in *computepb.Instance) error {
 	if in.GetStatus() != "RUNNING" {
-		return fmt.Errorf("%w: instance %s is %s, not RUNNING", ErrInvalidState, in.GetName(), in.GetStatus())
+		return goingErr(in, fmt.Errorf("%w: instance %s is %s, not RUNNING", ErrInvalidState, in.GetName(), in.GetStatus()))
 	}
 	return nil
 }

@@ -27,8 +27,13 @@ var (
 	// ErrCredentials: no usable credentials, or Google refused them.
 	ErrCredentials = errors.New("gcp: no valid Google Cloud credentials")
 	// ErrThrottled: the API kept refusing the call for rate or quota
-	// after the provider's retries. It wraps provider.ErrTransient.
+	// (429, or 403 rateLimitExceeded/quotaExceeded) after the provider's
+	// retries. It wraps provider.ErrTransient.
 	ErrThrottled = errors.New("gcp: API rate or quota exceeded")
+	// ErrServer: the API kept failing the call with a server error (5xx:
+	// Google's side, not berth's request nor a quota) after the provider's
+	// retries. It wraps provider.ErrTransient.
+	ErrServer = errors.New("gcp: the Compute Engine API failed with a server error")
 	// ErrUnknownInstance: no instance with that ID in the group.
 	ErrUnknownInstance = errors.New("gcp: unknown instance")
 	// ErrInvalidState: the instance is in a state the call cannot act on.
@@ -51,8 +56,9 @@ const (
 )
 
 // transient reports whether an API error may pass by itself: a rate or
-// quota refusal (429, or 403 with a rate-limit reason), or the service
-// briefly unavailable.
+// quota refusal (429, or 403 with a rate-limit reason), or a server error
+// (500, 502, 503, 504: Google documents them as retryable with backoff,
+// https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_errors).
 func transient(err error) bool {
 	var ge *googleapi.Error
 	if !errors.As(err, &ge) {
@@ -85,7 +91,7 @@ func (g *Group) retry(ctx context.Context, what string, fn func() error) error {
 		if attempt == retryAttempts {
 			break
 		}
-		g.log.Info("API call refused for rate or quota; retrying", "call", what, "attempt", attempt, "wait", wait, "err", err)
+		g.log.Info(refusal(err)+"; retrying", "call", what, "attempt", attempt, "wait", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("gcp: %s: %w (while retrying: %w)", what, ctx.Err(), err)
@@ -93,8 +99,27 @@ func (g *Group) retry(ctx context.Context, what string, fn func() error) error {
 		}
 		wait *= 2
 	}
+	if serverError(err) {
+		return fmt.Errorf("%w: %s failed %d times in a row; berth tries again. If it persists, see Google Cloud's status page: %w: %w",
+			ErrServer, what, retryAttempts, provider.ErrTransient, err)
+	}
 	return fmt.Errorf("%w: %s was refused %d times; berth tries again on its next cycle. If it persists, other tools share the project's Compute API quota: lower their rate or ask for a higher quota: %w: %w",
 		ErrThrottled, what, retryAttempts, provider.ErrTransient, err)
+}
+
+// serverError reports whether err is an HTTP 5xx from the API: Google's
+// failure, which a log line or an error must not call a quota.
+func serverError(err error) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge) && ge.Code >= 500
+}
+
+// refusal names a transient error for the retry's log line.
+func refusal(err error) string {
+	if serverError(err) {
+		return "API call failed with a server error"
+	}
+	return "API call refused for rate or quota"
 }
 
 // permissions names the IAM permission each call needs, for errors.
