@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-ci/berth/internal/oneshot"
@@ -142,6 +143,10 @@ type Fleet struct {
 	// fleet; stopErr (set under mu before the close) says why.
 	stopped chan struct{}
 	stopErr error
+	// incErr is the core's IncreaseError as of the last flush, read
+	// without mu: /healthz must not wait while a save to a frozen etcd
+	// holds the lock (issue 43).
+	incErr atomic.Pointer[string]
 }
 
 // inflight counts provider calls in flight. Unlike a sync.WaitGroup it may
@@ -282,6 +287,11 @@ func (f *Fleet) advance() {
 // the save because this manager no longer leads, nothing is carried out,
 // now or ever, and the fleet stops.
 func (f *Fleet) flushLocked() {
+	defer func() {
+		if e := f.core.IncreaseError(); f.incErr.Load() == nil || *f.incErr.Load() != e {
+			f.incErr.Store(&e)
+		}
+	}()
 	for f.core.HasReady() {
 		actions, dirty := f.core.Ready()
 		saved := true
@@ -791,10 +801,12 @@ func (f *Fleet) EnvLost(key string) string {
 
 // IncreaseError is why the provider could not create instances lately,
 // "" once it created them again; see scaler.Scaler.IncreaseError.
+// It does not take the fleet's lock (see incErr).
 func (f *Fleet) IncreaseError() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.core.IncreaseError()
+	if e := f.incErr.Load(); e != nil {
+		return *e
+	}
+	return ""
 }
 
 // EnvBusy reports whether environment key is being resumed by a job; see

@@ -37,6 +37,10 @@ type haState struct {
 	// lostFleet is why this manager refuses to lead (ha.IdentityError),
 	// nil while the fleet's identity held at its last term.
 	lostFleet atomic.Pointer[string]
+	// etcd is etcd's last answer about the leader, for /healthz
+	// (storewatch.go); watched from watchedSince on.
+	etcd         storeWatch
+	watchedSince time.Time
 }
 
 // errStandby refuses an action of a manager that does not lead.
@@ -61,7 +65,7 @@ func (m *Manager) openHA(ctx context.Context) error {
 		cli.Close()
 		return err
 	}
-	m.ha = &haState{cli: cli, store: st, advertise: adv,
+	m.ha = &haState{cli: cli, store: st, advertise: adv, watchedSince: time.Now(),
 		elector: ha.NewElector(cli, h.KeyPrefix, h.LeaseTTL, adv, m.log)}
 	m.store, m.hostKeys = etcdState{st}, etcdHostKeys{cli: cli, prefix: h.KeyPrefix}
 	m.log.Info("connected to etcd; standing by until this manager leads", "endpoints", h.EtcdEndpoints,

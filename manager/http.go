@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -101,8 +100,11 @@ type health struct {
 	// Role is "leader" or "standby" under [ha]; absent for a single manager.
 	Role string `json:"role,omitempty"`
 	// Leader is the leading manager's advertised URL under [ha] ("" while
-	// none leads).
+	// none leads), as etcd last said (see Store).
 	Leader string `json:"leader,omitempty"`
+	// Store is etcd's state as this manager last saw it, with its age,
+	// under [ha].
+	Store *storeHealth `json:"store,omitempty"`
 }
 
 // serveHealth answers 200 {"status": "ok"} while berth can take jobs, else
@@ -119,18 +121,13 @@ func (m *Manager) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if m.ha != nil {
 		// A standby is healthy: it is ready to take over. It says where
 		// the leader is, or that etcd cannot tell (then it cannot take
-		// over either).
-		ctx := context.Background() // the console asks without a request
-		if r != nil {
-			ctx = r.Context()
+		// over either). Both come from the store watch's last answer:
+		// asking etcd here made /healthz hang while etcd did.
+		st, leader, problem := m.ha.etcd.report(time.Now(), m.ha.watchedSince)
+		if problem != "" {
+			h.Problems = append(h.Problems, problem)
 		}
-		ctx, cancel := context.WithTimeout(ctx, time.Second) // below monitors' timeouts
-		defer cancel()
-		leader, err := m.ha.elector.Leader(ctx)
-		if err != nil {
-			h.Problems = append(h.Problems, "etcd does not answer, so this manager can neither lead nor take over: "+err.Error())
-		}
-		h.Leader = leader
+		h.Store, h.Leader = &st, leader
 		if p := m.ha.identityProblem(); p != "" {
 			h.Problems = append(h.Problems, p)
 		}

@@ -530,6 +530,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.jobCtx, m.cancelJobs = context.WithCancel(context.WithoutCancel(ctx))
 	defer m.cancelJobs()
 	if m.ha != nil {
+		watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopWatch()
+		go m.ha.etcd.run(watchCtx, m.ha.elector.Leader)
 		m.campaign(ctx)
 		m.waitJobs(m.cancelJobs) // those of terms that ended
 	} else {

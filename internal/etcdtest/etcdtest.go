@@ -269,3 +269,15 @@ func copyDir(dst, src string) error {
 		return os.Chmod(p, 0o700)
 	})
 }
+
+// SignalMember sends sig to member i when it runs as a process of
+// BERTH_ETCD_BINARY: SIGSTOP freezes it as a hung etcd is (connections
+// open, no answer), SIGCONT thaws it. An embedded member cannot be
+// frozen; the error says so, for the test to skip.
+func (c *Cluster) SignalMember(i int, sig os.Signal) error {
+	p, ok := c.members[i].(*process)
+	if !ok {
+		return fmt.Errorf("etcd member %d runs embedded and cannot be signalled: set %s to an etcd binary", i, BinaryEnv)
+	}
+	return p.cmd.Process.Signal(sig)
+}

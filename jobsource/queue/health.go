@@ -31,7 +31,12 @@ type writeHealth struct {
 	logErr   error
 	logSince time.Time
 	logLast  time.Time // the latest failed log write
-	probing  bool
+	// createErr is why no file could be created in the log directory
+	// lately (no inode or byte free), nil once a create worked again;
+	// createSince is when it started (logroom.go).
+	createErr   error
+	createSince time.Time
+	probing     bool
 }
 
 // update is db.Update that keeps writeHealth current. Errors that say the
@@ -118,10 +123,9 @@ func (q *Queue) Health() error {
 	h := &q.health
 	h.mu.Lock()
 	interval := probeIntervalOK
-	if h.err != nil || h.logErr != nil {
+	if h.err != nil || h.logErr != nil || h.createErr != nil {
 		interval = probeIntervalFailing
 	}
-	probeLogs := h.logErr != nil
 	probe := !h.probing && time.Since(h.probedAt) >= interval
 	size := 64
 	if h.err != nil {
@@ -135,12 +139,13 @@ func (q *Queue) Health() error {
 	if probe {
 		run := func() {
 			q.noteWrite(q.st.probe(size))
-			if probeLogs {
-				// Only a job's next log write would clear a lost log line;
-				// with no job running /healthz would stay degraded after
-				// the disk has room again, so probe the log directory too.
-				q.noteLogProbe(q.st.probeLogs())
-			}
+			// A file created in the log directory: a file system out of
+			// inodes takes queue.db's writes and fails every job's log
+			// (issue 43). It also clears a lost log line, which only a
+			// job's next log write would clear otherwise.
+			lerr := q.st.probeLogs()
+			q.noteCreate(lerr)
+			q.noteLogProbe(lerr)
 			h.mu.Lock()
 			h.probing = false
 			h.mu.Unlock()
@@ -156,8 +161,14 @@ func (q *Queue) Health() error {
 		}
 	}
 
+	// One statfs: no free inode is noticed before a job fails for it.
+	q.checkLogRoom()
+
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if cerr := q.createProblem(); h.err == nil && cerr != nil {
+		return cerr
+	}
 	if h.err == nil && h.logErr != nil {
 		return fmt.Errorf("job output cannot be written to %s since %s: %w; jobs whose output is lost fail: %s",
 			q.logWhere(), h.logSince.UTC().Format(time.RFC3339), h.logErr, q.st.remedy(h.logErr))

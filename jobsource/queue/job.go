@@ -60,13 +60,13 @@ func newJob(q *Queue, key []byte, rec *record, sc *script) *Job {
 		// The job can still run; its log is lost and Finish says so.
 		j.logErr = fmt.Errorf("open log: %w", err)
 		q.log.Error("cannot open job log; the job runs without one", "job", rec.ID, "err", err)
-		// Reported like a failed write (issue 43): a file system out of
-		// inodes fails the create with bytes free, and /healthz said ok.
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			q.noteWrite(fmt.Errorf("the log of job %s: %w", rec.ID, err))
-		}
+		// A file system out of inodes fails the create with bytes free,
+		// and /healthz said ok (issue 43): submits are refused until a
+		// file can be created again.
+		q.noteCreate(err)
 		q.noteLog(j.logErr)
 	} else {
+		q.noteCreate(nil)
 		j.file = f
 	}
 	return j

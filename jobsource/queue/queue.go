@@ -349,6 +349,9 @@ func (q *Queue) submit(p api.Principal, req api.JobRequest, spec jobsource.Spec,
 	if err := checkIdemKey(key); err != nil {
 		return api.Job{}, false, err
 	}
+	if err := q.roomForJob(); err != nil {
+		return api.Job{}, false, err
+	}
 	owner := p.Name
 	if p.Admin {
 		owner = ""

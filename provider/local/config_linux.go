@@ -43,6 +43,15 @@ type Config struct {
 	// that berth's own state and other tenants keep room. Empty means 5%
 	// of the file system, at most 1G; "0" means none.
 	DiskReserve string `json:"disk_reserve"`
+	// InodesMax bounds the files and directories one instance's job may
+	// keep where disk_max counts bytes: a file system runs out of inodes
+	// with bytes free, and every job on it then fails. Nil means a quarter
+	// of the state dir's file system's inodes; 0 means no limit.
+	InodesMax *int64 `json:"inodes_max"`
+	// InodesReserve is disk_reserve counted in inodes: a job still making
+	// files when fewer are free is killed. Nil means 5% of the file
+	// system's inodes, at most 100,000; 0 means none.
+	InodesReserve *int64 `json:"inodes_reserve"`
 	// KeepGroups lets unprivileged berth run although its user has
 	// supplementary groups, which its jobs keep (a user namespace cannot
 	// drop them): with /etc shown, group shadow would let a job read
@@ -66,7 +75,7 @@ var defaultHostPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 const defaultPidsMax = 4096
 
 // configKeys names the valid keys for error messages.
-const configKeys = "network, host_paths, memory_max, cpu_max, pids_max, disk_max, disk_reserve, keep_groups, image_builds"
+const configKeys = "network, host_paths, memory_max, cpu_max, pids_max, disk_max, disk_reserve, inodes_max, inodes_reserve, keep_groups, image_builds"
 
 // parseConfig decodes and checks provider_config, filling in defaults.
 func parseConfig(raw []byte) (Config, error) {
@@ -114,6 +123,12 @@ func parseConfig(raw []byte) (Config, error) {
 		if _, err := parseSize(c.DiskReserve); err != nil {
 			return c, fmt.Errorf("local provider: provider_config disk_reserve: %w", err)
 		}
+	}
+	if c.InodesMax != nil && *c.InodesMax < 0 {
+		return c, fmt.Errorf("local provider: provider_config inodes_max %d must be 0 (no limit) or positive", *c.InodesMax)
+	}
+	if c.InodesReserve != nil && *c.InodesReserve < 0 {
+		return c, fmt.Errorf("local provider: provider_config inodes_reserve %d must be 0 (none) or positive", *c.InodesReserve)
 	}
 	if c.PidsMax != nil && *c.PidsMax < 0 {
 		return c, fmt.Errorf("local provider: provider_config pids_max %d must be 0 (no limit) or positive", *c.PidsMax)

@@ -1,11 +1,11 @@
 package local
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,12 +54,12 @@ func defaultDiskMax(dir string) int64 {
 	return int64(st.Blocks) * st.Bsize / defaultDiskShare
 }
 
-// diskUsage sums the space allocated to the files under dirs, counting a
-// file with several links once.
-func diskUsage(dirs []string) int64 {
+// diskUsage sums the space allocated to the files under dirs and counts
+// their inodes (directories included), counting a file with several links
+// once.
+func diskUsage(dirs []string) (bytes, inodes int64) {
 	type ino struct{ dev, ino uint64 }
 	seen := map[ino]bool{}
-	var total int64
 	for _, d := range dirs {
 		filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
 			if err != nil {
@@ -80,28 +80,37 @@ func diskUsage(dirs []string) int64 {
 				}
 				seen[k] = true
 			}
-			total += st.Blocks * 512
+			bytes += st.Blocks * 512
+			inodes++
 			return nil
 		})
 	}
-	return total
+	return bytes, inodes
 }
 
-// diskWatch enforces disk_max inside the sandbox. Walking the directories
-// costs time, so it walks every few seconds, and sooner when the file
-// system's free space fell by more than the room left under the limit: a
-// job that writes fast is caught within a fraction of a second of crossing
-// the limit. Berth's diskPoller watches the free space for all sandboxes
-// at once (host, one statfs every 100 ms in berth); without it (no socket
-// given, or berth gone) the sandbox does a statfs every 100 ms itself,
-// which costs a timer wake-up each.
+// diskWatch enforces disk_max and inodes_max inside the sandbox. Walking
+// the directories costs time, so it walks every few seconds, and sooner
+// when the file system's free space (or free inodes) fell by more than the
+// room left under the limit: a job that writes fast is caught within a
+// fraction of a second of crossing the limit. Berth's diskPoller watches
+// the free space for all sandboxes at once (host, one statfs every 100 ms
+// in berth); without it (no socket given, or berth gone) the sandbox does
+// a statfs every 100 ms itself, which costs a timer wake-up each.
+//
+// Inodes are watched like bytes because a file system runs out of either:
+// a job making tens of thousands of empty files took every inode of the
+// state dir's file system with bytes free, and another tenant's job failed
+// (issue 43).
 type diskWatch struct {
 	limit int64
 	// reserve is the free space of the file system no job eats into: a
 	// walk that finds less free while the usage grew ends the job.
 	reserve int64
-	dirs    []string
-	log     *slog.Logger
+	// inodeLimit and inodeReserve are limit and reserve counted in
+	// inodes; 0 means none.
+	inodeLimit, inodeReserve int64
+	dirs                     []string
+	log                      *slog.Logger
 	// over is called with the usage and the message for the job when it
 	// exceeds the limit or writes into the reserve; it ends the job and
 	// empties the directories.
@@ -113,16 +122,23 @@ type diskWatch struct {
 	// make it long, to see the free-space trigger alone at work).
 	minEvery time.Duration
 
-	used, freeAtWalk, prevUsed int64
-	every                      time.Duration
-	lastWalk                   time.Time
+	used, prevUsed usage
+	freeAtWalk     usage // -1 where unknown
+	every          time.Duration
+	lastWalk       time.Time
 }
+
+// usage is an amount of a file system: bytes and inodes.
+type usage struct{ bytes, inodes int64 }
 
 func (w *diskWatch) run() {
 	if w.minEvery == 0 {
 		w.minEvery = 2 * time.Second
 	}
-	w.freeAtWalk, w.every = -1, w.minEvery
+	if w.inodeLimit <= 0 {
+		w.inodeLimit = math.MaxInt64 / 2
+	}
+	w.freeAtWalk, w.every = usage{-1, -1}, w.minEvery
 	if w.host != nil {
 		w.hostPaced()
 		w.log.Info("berth's disk poller is gone; the sandbox watches the free space itself")
@@ -130,53 +146,67 @@ func (w *diskWatch) run() {
 	w.selfPaced()
 }
 
-// walk measures the directories and ends the job when they are over the
-// limit.
+// walk measures the directories and ends the job when they are over a
+// limit or it grew into a reserve.
 func (w *diskWatch) walk() {
 	start := time.Now()
-	w.used = diskUsage(w.dirs)
+	w.used.bytes, w.used.inodes = diskUsage(w.dirs)
 	took := time.Since(start)
-	w.lastWalk, w.freeAtWalk = time.Now(), freeBytes(w.dirs[0])
+	w.lastWalk, w.freeAtWalk = time.Now(), freeSpace(w.dirs[0])
 	// Walking a large tree must not become the sandbox's main work.
 	w.every = max(w.minEvery, 20*took)
-	grew := w.used > w.prevUsed
+	grew := w.used.bytes > w.prevUsed.bytes
+	grewInodes := w.used.inodes > w.prevUsed.inodes
 	w.prevUsed = w.used
+	used, free := w.used, w.freeAtWalk
 	switch {
-	case w.used > w.limit:
-		w.log.Warn("job over disk_max: killing it and emptying its directories", "used", w.used, "disk_max", w.limit, "walk_took", took.String())
-		w.over(w.used, diskMaxMessage(w.used, w.limit))
-	case w.reserve > 0 && w.freeAtWalk >= 0 && w.freeAtWalk < w.reserve && grew:
-		w.log.Warn("job writing into the disk reserve: killing it and emptying its directories", "used", w.used, "free", w.freeAtWalk, "disk_reserve", w.reserve)
-		w.over(w.used, diskReserveMessage(w.freeAtWalk, w.reserve))
+	case used.bytes > w.limit:
+		w.log.Warn("job over disk_max: killing it and emptying its directories", "used", used.bytes, "disk_max", w.limit, "walk_took", took.String())
+		w.over(used.bytes, diskMaxMessage(used.bytes, w.limit))
+	case used.inodes > w.inodeLimit:
+		w.log.Warn("job over inodes_max: killing it and emptying its directories", "inodes", used.inodes, "inodes_max", w.inodeLimit, "walk_took", took.String())
+		w.over(used.bytes, inodesMaxMessage(used.inodes, w.inodeLimit))
+	case w.reserve > 0 && free.bytes >= 0 && free.bytes < w.reserve && grew:
+		w.log.Warn("job writing into the disk reserve: killing it and emptying its directories", "used", used.bytes, "free", free.bytes, "disk_reserve", w.reserve)
+		w.over(used.bytes, diskReserveMessage(free.bytes, w.reserve))
+	case w.inodeReserve > 0 && free.inodes >= 0 && free.inodes < w.inodeReserve && grewInodes:
+		w.log.Warn("job making files in the inode reserve: killing it and emptying its directories", "inodes", used.inodes, "free_inodes", free.inodes, "inodes_reserve", w.inodeReserve)
+		w.over(used.bytes, inodesReserveMessage(free.inodes, w.inodeReserve))
 	default:
 		return
 	}
-	w.used, w.freeAtWalk, w.prevUsed = 0, -1, 0
+	w.used, w.freeAtWalk, w.prevUsed = usage{}, usage{-1, -1}, usage{}
 }
 
-// room is how far the free space may fall before a walk must look: the
-// room left under the limit, or above the reserve if that is less.
-func (w *diskWatch) room(free int64) int64 {
-	room := w.limit - w.used
-	if w.reserve > 0 && free >= 0 {
-		room = min(room, max(free-w.reserve, 0))
+// room is how far the free space (and free inodes) may fall before a walk
+// must look: the room left under the limit, or above the reserve if that
+// is less.
+func (w *diskWatch) room(free usage) usage {
+	r := usage{w.limit - w.used.bytes, w.inodeLimit - w.used.inodes}
+	if w.reserve > 0 && free.bytes >= 0 {
+		r.bytes = min(r.bytes, max(free.bytes-w.reserve, 0))
 	}
-	return room
+	if w.inodeReserve > 0 && free.inodes >= 0 {
+		r.inodes = min(r.inodes, max(free.inodes-w.inodeReserve, 0))
+	}
+	return r
+}
+
+// fell says whether free fell from the last walk's by more than the room
+// left then, in bytes or in inodes.
+func (w *diskWatch) fell(free usage) bool {
+	at, r := w.freeAtWalk, w.room(w.freeAtWalk)
+	return (at.bytes >= 0 && free.bytes >= 0 && at.bytes-free.bytes > r.bytes) ||
+		(at.inodes >= 0 && free.inodes >= 0 && at.inodes-free.inodes > r.inodes)
 }
 
 // hostPaced walks after every request of berth's poller and every
 // w.every, and reports each walk. It returns when berth is gone.
 func (w *diskWatch) hostPaced() {
-	var report [diskReportSize]byte
 	var msg [64]byte
 	for {
 		w.walk()
-		free := w.freeAtWalk
-		if free < 0 {
-			free = -1 // statfs failed: berth cannot compare; walks go on
-		}
-		binary.LittleEndian.PutUint64(report[0:8], uint64(free))
-		binary.LittleEndian.PutUint64(report[8:16], uint64(w.room(w.freeAtWalk)))
+		report := encodeDiskReport(w.freeAtWalk, w.room(w.freeAtWalk))
 		if _, err := w.host.Write(report[:]); err != nil {
 			w.host.Close()
 			return
@@ -190,25 +220,31 @@ func (w *diskWatch) hostPaced() {
 }
 
 // selfPaced walks every w.every, and at once when a statfs every 100 ms
-// sees the free space fall by more than the room left.
+// sees the free space or inodes fall by more than the room left.
 func (w *diskWatch) selfPaced() {
 	for ; ; time.Sleep(diskPollInterval) {
-		free := freeBytes(w.dirs[0])
-		grew := w.freeAtWalk >= 0 && free >= 0 && w.freeAtWalk-free > w.room(w.freeAtWalk)
-		low := w.reserve > 0 && free >= 0 && free < w.reserve
-		if grew || low || time.Since(w.lastWalk) >= w.every {
+		free := freeSpace(w.dirs[0])
+		low := (w.reserve > 0 && free.bytes >= 0 && free.bytes < w.reserve) ||
+			(w.inodeReserve > 0 && free.inodes >= 0 && free.inodes < w.inodeReserve)
+		if w.fell(free) || low || time.Since(w.lastWalk) >= w.every {
 			w.walk()
 		}
 	}
 }
 
-// freeBytes is the space left on the file system of dir, or -1.
-func freeBytes(dir string) int64 {
+// freeSpace is the space and the inodes left on the file system of dir;
+// -1 where unknown (statfs failed, or the file system counts no inodes,
+// as btrfs).
+func freeSpace(dir string) usage {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
-		return -1
+		return usage{-1, -1}
 	}
-	return int64(st.Bavail) * st.Bsize
+	free := usage{int64(st.Bavail) * st.Bsize, -1}
+	if st.Files > 0 {
+		free.inodes = int64(st.Ffree)
+	}
+	return free
 }
 
 // diskMaxMessage says why the job was killed and what to do.
@@ -222,6 +258,44 @@ func diskReserveMessage(free, reserve int64) string {
 	return fmt.Sprintf("\nberth: the job was killed: it kept writing while the host's disk had %s free, under the %s kept in reserve "+
 		"for berth and other jobs (provider_config disk_reserve); retry later, or ask the berth operator to free disk space\n", bytesize.Format(free), bytesize.Format(reserve))
 }
+
+// inodesMaxMessage says why the job was killed for its files' number.
+func inodesMaxMessage(used, limit int64) string {
+	return fmt.Sprintf("\nberth: the job was killed: it has %d files and directories in /berth, /tmp and its images' writable layers, over this instance's limit of %d (provider_config inodes_max); "+
+		"clean up as the job goes or pack small files into an archive, or ask the berth operator for a larger inodes_max\n", used, limit)
+}
+
+// inodesReserveMessage says why a job was killed at the inode reserve.
+func inodesReserveMessage(free, reserve int64) string {
+	return fmt.Sprintf("\nberth: the job was killed: it kept making files while the host's disk had %d inodes free, under the %d kept in reserve "+
+		"for berth and other jobs (provider_config inodes_reserve); retry later, or ask the berth operator to free inodes\n", free, reserve)
+}
+
+// defaultInodesMax is a quarter of the inodes of the file system holding
+// dir, like disk_max's default; 0 (no limit) where it counts none.
+func defaultInodesMax(dir string) int64 {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return 0
+	}
+	return int64(st.Files) / defaultDiskShare
+}
+
+// defaultInodesReserve is 5% of the inodes of the file system holding
+// dir, at most maxDefaultInodesReserve: enough for berth's own files
+// (a job's log, state) and other tenants' jobs.
+func defaultInodesReserve(dir string) int64 {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return 0
+	}
+	return min(int64(st.Files)/20, maxDefaultInodesReserve)
+}
+
+// maxDefaultInodesReserve bounds the default inode reserve, as 1 GiB bounds
+// the byte reserve: 5% of a large file system's inodes is far more than
+// berth and a few jobs need.
+const maxDefaultInodesReserve = 100_000
 
 // defaultDiskReserve is 5% of the file system holding dir, at most 1 GiB.
 func defaultDiskReserve(dir string) int64 {

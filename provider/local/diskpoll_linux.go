@@ -16,9 +16,10 @@ import (
 // disks live on once for every sandbox of the provider, so that sandboxes
 // need not wake up ten times a second each to do so.
 //
-// Each sandbox enforces its own disk_max (diskWatch): it walks /berth and
-// /tmp every few seconds, and at once when the file system's free space
-// fell by more than the room it had left at its last walk. Polling that
+// Each sandbox enforces its own disk_max and inodes_max (diskWatch): it
+// walks /berth and /tmp every few seconds, and at once when the file
+// system's free space or free inodes fell by more than the room it had
+// left at its last walk. Polling that
 // free space every 100 ms in every sandbox cost 2.4 ms of CPU per second
 // per idle sandbox on the measuring machine (a timer wake-up costs ~200 µs
 // there), so 1,000 idle sandboxes needed more than two cores. Here one
@@ -46,14 +47,31 @@ type diskPoller struct {
 type polledSandbox struct {
 	fd         int
 	id         string
-	freeAtWalk int64
-	room       int64
+	freeAtWalk usage
+	room       usage
 	armed      bool // a report arrived and no walk was asked for since
 }
 
-// diskReportSize is the size of a sandbox's report: two little-endian
-// int64s, the free space at its walk and the room left under disk_max.
-const diskReportSize = 16
+// diskReportSize is the size of a sandbox's report: four little-endian
+// int64s, the free space at its walk, the room left under disk_max, the
+// free inodes at its walk and the room left under inodes_max.
+const diskReportSize = 32
+
+// encodeDiskReport is a sandbox's report of its walk.
+func encodeDiskReport(free, room usage) [diskReportSize]byte {
+	var b [diskReportSize]byte
+	binary.LittleEndian.PutUint64(b[0:8], uint64(free.bytes))
+	binary.LittleEndian.PutUint64(b[8:16], uint64(room.bytes))
+	binary.LittleEndian.PutUint64(b[16:24], uint64(free.inodes))
+	binary.LittleEndian.PutUint64(b[24:32], uint64(room.inodes))
+	return b
+}
+
+// decodeDiskReport reads encodeDiskReport's bytes.
+func decodeDiskReport(b []byte) (free, room usage) {
+	u := func(i int) int64 { return int64(binary.LittleEndian.Uint64(b[i : i+8])) }
+	return usage{u(0), u(16)}, usage{u(8), u(24)}
+}
 
 // diskPollInterval is how often the poller (and a sandbox without one)
 // looks at the free space.
@@ -141,9 +159,10 @@ func (d *diskPoller) tick() bool {
 	if err := unix.Statfs(d.dir, &st); err != nil {
 		return true // the sandboxes' own walks still run
 	}
-	free := int64(st.Bavail) * st.Bsize
+	free := usage{int64(st.Bavail) * st.Bsize, int64(st.Ffree)}
 	for _, s := range d.sboxes {
-		if s.armed && s.freeAtWalk-free > s.room {
+		if s.armed && ((s.freeAtWalk.bytes >= 0 && s.freeAtWalk.bytes-free.bytes > s.room.bytes) ||
+			(s.freeAtWalk.inodes >= 0 && st.Files > 0 && s.freeAtWalk.inodes-free.inodes > s.room.inodes)) {
 			s.armed = false
 			// The sandbox walks now and reports again. A full socket
 			// buffer means a walk is asked for already.
@@ -190,9 +209,8 @@ func (d *diskPoller) readReport(s *polledSandbox) {
 			d.drop(s)
 			return
 		case n == diskReportSize:
-			s.freeAtWalk = int64(binary.LittleEndian.Uint64(buf[0:8]))
-			s.room = int64(binary.LittleEndian.Uint64(buf[8:16]))
-			s.armed = s.freeAtWalk >= 0
+			s.freeAtWalk, s.room = decodeDiskReport(buf[:n])
+			s.armed = s.freeAtWalk.bytes >= 0 || s.freeAtWalk.inodes >= 0
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ type pollerFixture struct {
 	over   chan int64
 }
 
-func newPollerFixture(t *testing.T, limit int64) *pollerFixture {
+func newPollerFixture(t *testing.T, limit int64, opts ...func(*diskWatch)) *pollerFixture {
 	t.Helper()
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk")
@@ -50,8 +51,12 @@ func newPollerFixture(t *testing.T, limit int64) *pollerFixture {
 	w := &diskWatch{limit: limit, dirs: []string{disk}, log: slog.Default(), minEvery: time.Hour,
 		host: os.NewFile(uintptr(fd), "disk-poller"), over: func(used int64, _ string) {
 			removeAll(filepath.Join(disk, "big"))
+			removeAll(filepath.Join(disk, "many"))
 			f.over <- used
 		}}
+	for _, o := range opts {
+		o(w)
+	}
 	go w.run()
 	// The first walk's report reaches the poller.
 	deadline := time.Now().Add(time.Minute)
@@ -108,6 +113,33 @@ func TestBerthsPollerTellsTheSandboxToWalkWhenFreeSpaceFalls(t *testing.T) {
 	f.wantOver(t, limit)
 	if n := f.poller.watched(); n != 1 {
 		t.Errorf("poller watches %d sandboxes, want 1", n)
+	}
+}
+
+// Issue 43, item 4: files made by the thousand take inodes, not bytes;
+// the free inodes falling past the room under inodes_max make the sandbox
+// walk at once, as free bytes do.
+func TestBerthsPollerTellsTheSandboxToWalkWhenInodesFall(t *testing.T) {
+	if freeSpace(t.TempDir()).inodes < 0 {
+		t.Skip("the temporary directory's file system counts no inodes")
+	}
+	const limit = 100
+	f := newPollerFixture(t, 1<<40, func(w *diskWatch) { w.inodeLimit = limit })
+	many := filepath.Join(f.disk, "many")
+	if err := os.Mkdir(many, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		file, err := os.Create(filepath.Join(many, strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		file.Close()
+	}
+	select {
+	case <-f.over:
+	case <-time.After(time.Minute):
+		t.Fatal("2,000 files past inodes_max 100 were not caught (periodic walks are an hour apart: the free-inode trigger did not fire)")
 	}
 }
 

@@ -113,6 +113,10 @@
 //	                            // file system, "0" = no limit
 //	  "disk_reserve": "1G",     // free space no job eats into; default 5% of the
 //	                            // file system, at most 1G, "0" = none
+//	  "inodes_max": 250000,     // files and directories, as disk_max counts bytes;
+//	                            // default a quarter of the file system's inodes
+//	  "inodes_reserve": 100000, // free inodes no job eats into; default 5% of
+//	                            // them, at most 100,000, 0 = none
 //	  "keep_groups": false,     // unprivileged: accept supplementary groups jobs keep
 //	  "image_builds": false     // plain jobs may bind, change propagation and
 //	                            // remount binds read-only (buildah bud); off by default

@@ -58,9 +58,12 @@ type Provider struct {
 	diskMax    int64 // disk_max in bytes, 0 for none
 	// diskReserve is disk_reserve in bytes, 0 for none.
 	diskReserve int64
-	slots       int // capacity_per_instance, 0 when unknown
-	log         *slog.Logger
-	sandboxBin  *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
+	// inodesMax and inodesReserve are inodes_max and inodes_reserve, 0
+	// for none.
+	inodesMax, inodesReserve int64
+	slots                    int // capacity_per_instance, 0 when unknown
+	log                      *slog.Logger
+	sandboxBin               *sandboxBinary // berth-sandbox, or nil: sandboxes start from this binary
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex // per-instance operation locks
@@ -137,8 +140,16 @@ func (p *Provider) Init(ctx context.Context, s provider.Settings) (provider.Info
 	if p.cfg.DiskReserve != "" {
 		p.diskReserve, _ = parseSize(p.cfg.DiskReserve) // checked by parseConfig
 	}
+	p.inodesMax, p.inodesReserve = defaultInodesMax(p.dir), defaultInodesReserve(p.dir)
+	if p.cfg.InodesMax != nil {
+		p.inodesMax = *p.cfg.InodesMax
+	}
+	if p.cfg.InodesReserve != nil {
+		p.inodesReserve = *p.cfg.InodesReserve
+	}
 	p.log.Info("local provider ready", "network", p.cfg.Network, "host_paths", p.cfg.HostPaths, "hidden", p.masks,
-		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax, "disk_reserve", p.diskReserve)
+		"as_root", p.asRoot, "uid_base", p.uids.Base, "cgroups", p.cgroups != nil, "disk_max", p.diskMax, "disk_reserve", p.diskReserve,
+		"inodes_max", p.inodesMax, "inodes_reserve", p.inodesReserve)
 	checkPidMax(p.log)
 	p.cleanLeftovers()
 	p.sandboxBin = findSandboxBinary(ctx, p.log, sandboxBinaryDir())
@@ -309,7 +320,7 @@ func (p *Provider) sandboxConfig(id, hostKey string) sandboxConfig {
 	return sandboxConfig{
 		ID: id, Network: p.cfg.Network, AuthorizedKey: p.clientPub, HostKey: hostKey,
 		HostPaths: p.cfg.HostPaths, Masks: p.masks, Probe: id == "probe", DetachedMounts: p.asRoot, DiskMax: p.diskMax, DiskReserve: p.diskReserve,
-		Slots: p.slots, ImageBuilds: p.cfg.ImageBuilds,
+		InodesMax: p.inodesMax, InodesReserve: p.inodesReserve, Slots: p.slots, ImageBuilds: p.cfg.ImageBuilds,
 	}
 }
 
@@ -1142,10 +1153,10 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 
 // diskPollFor registers the sandbox about to start for instance id with
 // the provider's diskPoller and returns the sandbox's end of its socket, or
-// nil when the sandbox is to watch the free space itself (no disk_max, a
+// nil when the sandbox is to watch the free space itself (no disk_max nor inodes_max, a
 // disk on another file system, or no poller).
 func (p *Provider) diskPollFor(id, disk string) *os.File {
-	if p.diskMax <= 0 {
+	if p.diskMax <= 0 && p.inodesMax <= 0 {
 		return nil
 	}
 	p.mu.Lock()

@@ -68,6 +68,10 @@ type sandboxConfig struct {
 	DiskMax int64 `json:"disk_max,omitempty"`
 	// DiskReserve is disk_reserve in bytes; 0 means none.
 	DiskReserve int64 `json:"disk_reserve,omitempty"`
+	// InodesMax and InodesReserve are inodes_max and inodes_reserve; 0
+	// means none.
+	InodesMax     int64 `json:"inodes_max,omitempty"`
+	InodesReserve int64 `json:"inodes_reserve,omitempty"`
 	// NProc, when not 0, is the RLIMIT_NPROC PID 1 sets for itself and
 	// its jobs: the pids limit where no pids cgroup is available.
 	NProc int `json:"nproc,omitempty"`

@@ -223,12 +223,13 @@ func runSandbox(log *slog.Logger) error {
 		s.notes = &mountNotes{listener: spawn.listener, log: log}
 		go s.notes.serve()
 	}
-	if cfg.DiskMax > 0 || cfg.DiskReserve > 0 {
+	if cfg.DiskMax > 0 || cfg.DiskReserve > 0 || cfg.InodesMax > 0 || cfg.InodesReserve > 0 {
 		limit := cfg.DiskMax
 		if limit <= 0 {
 			limit = math.MaxInt64 / 2 // the reserve alone
 		}
-		w := &diskWatch{limit: limit, reserve: cfg.DiskReserve, dirs: watchedDirs(imageJobs), log: log, host: diskHost,
+		w := &diskWatch{limit: limit, reserve: cfg.DiskReserve, inodeLimit: cfg.InodesMax, inodeReserve: cfg.InodesReserve,
+			dirs: watchedDirs(imageJobs), log: log, host: diskHost,
 			over: func(_ int64, msg string) { s.diskOver(msg, imageJobs) }}
 		go w.run()
 	}
