@@ -122,10 +122,27 @@ func TestCostIsInstanceHoursPerDay(t *testing.T) {
 	for m := 0; m < 60; m++ {
 		h.Sample(t0.Add(24*time.Hour+time.Duration(m)*time.Minute), counts(0, 1, 0, 0, 0))
 	}
-	c := h.Cost(t0, t0.Add(36*time.Hour))
-	if len(c.T) != 2 || c.Hot[0] != 24 || c.Suspended[0] != 24 || c.Booting[1] != 1 || c.Hot[1] != 0 {
-		t.Fatalf("cost %+v; want day 0: 24 hot h, 24 suspended h; day 1: 1 booting h", c)
+	// Day 3 has a sample; day 2 has none.
+	h.Sample(t0.Add(3*24*time.Hour), counts(0, 0, 0, 0, 0))
+	c := h.Cost(t0.Add(-24*time.Hour), t0.Add(3*24*time.Hour+time.Minute))
+	got := fmt.Sprintf("%v %v %v %v", c.T, floats(c.Hot), floats(c.Booting), floats(c.Suspended))
+	d := t0.Unix()
+	want := fmt.Sprintf("[%d %d %d %d] [24 0 null 0] [0 1 null 0] [24 0 null 0]", d, d+86400, d+2*86400, d+3*86400)
+	if got != want {
+		t.Fatalf("cost (days, hot, booting, suspended hours) %s; want %s: from the first day with data, null for a day without", got, want)
 	}
+}
+
+func floats(p []*float64) []string {
+	out := []string{}
+	for _, v := range p {
+		if v == nil {
+			out = append(out, "null")
+		} else {
+			out = append(out, fmt.Sprint(*v))
+		}
+	}
+	return out
 }
 
 func TestDecisionsCarryTheForecastAndStayBounded(t *testing.T) {

@@ -131,18 +131,22 @@ func percentile(w *hour, q float64) float64 {
 	return round2(w.max)
 }
 
-// CostSeries is instance-hours per UTC day by group.
+// CostSeries is instance-hours per UTC day by group. A day without a
+// sample of the fleet (berth was not running) is null in every series:
+// nothing is known of it, which is not zero hours.
 type CostSeries struct {
-	T         []int64   `json:"t"`
-	Hot       []float64 `json:"hot_h"`
-	Booting   []float64 `json:"booting_h"`
-	Suspended []float64 `json:"suspended_h"`
+	T         []int64    `json:"t"`
+	Hot       []*float64 `json:"hot_h"`
+	Booting   []*float64 `json:"booting_h"`
+	Suspended []*float64 `json:"suspended_h"`
 	// Util is the day's mean utilization (acquired over usable slots).
 	Util []*float64 `json:"util"`
 }
 
-// Cost sums the minutes of the days that [from, to) touches.
+// Cost sums the minutes of the days that [from, to) touches, from the
+// day of the history's first data.
 func (h *History) Cost(from, to time.Time) CostSeries {
+	from = h.clamp(from, to)
 	day := func(t time.Time) int64 { return t.Unix() / 86400 }
 	f, t := day(from), day(to)+1
 	f = max(f, t-8)
@@ -152,11 +156,13 @@ func (h *History) Cost(from, to time.Time) CostSeries {
 	for d := f; d < t; d++ {
 		var hours [numGroups]float64
 		var acq, usable float64
+		sampled := false
 		for at := d * 1440; at < (d+1)*1440; at++ {
 			m := &h.minutes[at%minuteSlots]
 			if m.at != at || m.n == 0 {
 				continue
 			}
+			sampled = true
 			for g := range numGroups {
 				hours[g] += m.sum[g] / float64(m.n) / 60
 			}
@@ -164,13 +170,14 @@ func (h *History) Cost(from, to time.Time) CostSeries {
 			usable += m.usable
 		}
 		s.T = append(s.T, d*86400)
-		s.Hot = append(s.Hot, round2(hours[groupHot]))
-		s.Booting = append(s.Booting, round2(hours[groupBooting]))
-		s.Suspended = append(s.Suspended, round2(hours[groupSuspended]))
-		var u *float64
+		var hot, booting, suspended, u *float64
+		if sampled {
+			hot, booting, suspended = ptr(round2(hours[groupHot])), ptr(round2(hours[groupBooting])), ptr(round2(hours[groupSuspended]))
+		}
 		if usable > 0 {
 			u = ptr(round2(acq / usable))
 		}
+		s.Hot, s.Booting, s.Suspended = append(s.Hot, hot), append(s.Booting, booting), append(s.Suspended, suspended)
 		s.Util = append(s.Util, u)
 	}
 	return s

@@ -68,10 +68,12 @@ type Options struct {
 	BackupInterval time.Duration
 }
 
-// source is a job source and how many requests may be in flight to it.
+// source is a job source and how many job loops take its jobs (each
+// holds one request in flight): request_concurrency, which a reload may
+// change (loops.go).
 type source struct {
-	src         jobsource.Source
-	concurrency int
+	src   jobsource.Source
+	loops *loopCount
 }
 
 // Manager is the daemon.
@@ -398,17 +400,17 @@ func (m *Manager) openSources(ctx context.Context) ([]source, error) {
 	for _, s := range m.cfg.Sources {
 		switch s.Kind {
 		case config.SourceQueue:
-			srcs = append(srcs, source{m.queue, 1})
+			srcs = append(srcs, source{m.queue, newLoopCount(1)})
 		case config.SourceGitLab:
 			g, err := m.openGitLab(ctx, s)
 			if err != nil {
 				return nil, fmt.Errorf("source %s: %w", s, err)
 			}
-			srcs = append(srcs, source{g, max(1, s.RequestConcurrency)})
+			srcs = append(srcs, source{g, newLoopCount(s.RequestConcurrency)})
 		}
 	}
 	if len(srcs) == 0 {
-		srcs = append(srcs, source{m.queue, 1})
+		srcs = append(srcs, source{m.queue, newLoopCount(1)})
 	}
 	return srcs, nil
 }
@@ -450,7 +452,7 @@ func (m *Manager) openGitLab(ctx context.Context, s config.Source) (*gitlab.Sour
 		},
 		AllowedPullPolicies: allowedPullPolicies(m.cfg.Images),
 		Ledger:              m.gitlabLedger(s), CAChain: string(caChain),
-		DefaultImage: s.Image, RefuseShellJobs: len(m.cfg.Images.AllowedImages) > 0 && !s.AllowShellJobs}, m.log)
+		DefaultImage: s.Image, RefuseShellJobs: m.refusesShellJobs(s)}, m.log)
 	if err != nil {
 		return nil, err
 	}
@@ -735,11 +737,27 @@ func (m *Manager) sourceLoops(ctx, jobCtx context.Context, s source) {
 		loops.Add(1)
 		go func() { defer loops.Done(); g.KeepTokenFresh(ctx) }()
 	}
-	for range s.concurrency {
-		loops.Add(1)
-		go func() { defer loops.Done(); m.jobLoop(ctx, jobCtx, s.src) }()
+	// As many loops as wanted; a reload that raises request_concurrency
+	// starts more, one that lowers it ends the extra ones at their next
+	// turn (a poll in flight is not cut).
+	for {
+		for s.loops.live.Load() < s.loops.want.Load() {
+			s.loops.live.Add(1)
+			loops.Add(1)
+			go func() {
+				defer loops.Done()
+				if !m.jobLoop(ctx, jobCtx, s.src, s.loops.leave) {
+					s.loops.live.Add(-1)
+				}
+			}()
+		}
+		select {
+		case <-s.loops.resized:
+		case <-ctx.Done():
+			loops.Wait()
+			return
+		}
 	}
-	loops.Wait()
 }
 
 // jobLoop books a slot, then asks src for a job. A job is never taken
@@ -747,7 +765,9 @@ func (m *Manager) sourceLoops(ctx, jobCtx context.Context, s source) {
 // resumes a parked environment is served by that environment's own slot, so
 // it is taken first and needs none. Without that, parked environments that
 // hold every instance would keep their own resumes waiting for ever (issue 9).
-func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
+// It returns true when it ended because leave said so (a reload lowered
+// request_concurrency), false when ctx ended.
+func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source, leave func() bool) bool {
 	waiter, _ := src.(jobsource.Waiter)
 	resumer, _ := src.(jobsource.Resumer)
 	batcher, _ := src.(batchSource)
@@ -755,8 +775,8 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 	// A long-polling source books polls, not demand: an idle GitLab must
 	// start no instance (docs/semantics.md, "Poll bookings").
 	reserve, promote := m.fleet.Reserve, func(string) error { return nil }
-	if g, ok := src.(*gitlab.Source); ok {
-		idle = g.CheckInterval()
+	g, _ := src.(*gitlab.Source)
+	if g != nil {
 		reserve, promote = m.fleet.ReservePoll, m.fleet.Promote
 	}
 	// Only the built-in queue's jobs say why they wait (waiting.go).
@@ -765,9 +785,15 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 		track = &m.waiting
 	}
 	for ctx.Err() == nil {
+		if leave() {
+			return true
+		}
+		if g != nil {
+			idle = g.CheckInterval() // a reload may change it
+		}
 		if waiter != nil {
 			if err := waiter.WaitForJobs(ctx); err != nil {
-				return
+				return false
 			}
 		}
 		if !m.mayTakeJob(ctx, idle, track) {
@@ -822,7 +848,7 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 			}
 			continue
 		}
-		if _, ok := src.(*gitlab.Source); ok {
+		if g != nil {
 			job = m.glJobs.track(job, time.Now())
 		}
 		if err := promote(key); err != nil {
@@ -834,6 +860,7 @@ func (m *Manager) jobLoop(ctx, jobCtx context.Context, src jobsource.Source) {
 		}
 		m.startJob(jobCtx, key, job)
 	}
+	return false
 }
 
 // mayTakeJob says whether the job loop may take a job now. Under [ha]

@@ -21,9 +21,10 @@ type reloader struct {
 
 // Reload applies what can change while berth runs from cfg, a config read
 // again from the file (SIGHUP, `berth config reload`): the policy periods,
-// max_instances, max_use_count and log_level, without stopping a job. A
-// change to anything else is named in NeedsRestart and not applied.
-// Nothing is applied when cfg's policies cannot be scheduled.
+// max_instances, max_use_count, log_level and the GitLab sources'
+// settings (reloadsources.go's liveSourceKeys), without stopping a job. A change
+// to anything else is named in NeedsRestart and not applied. Nothing is
+// applied when cfg's policies cannot be scheduled.
 func (m *Manager) Reload(cfg *config.Config) (api.ReloadResult, error) {
 	m.reload.mu.Lock()
 	defer m.reload.mu.Unlock()
@@ -64,14 +65,16 @@ func (m *Manager) Reload(cfg *config.Config) (api.ReloadResult, error) {
 	next := *old
 	next.Autoscaler.Policies, next.Autoscaler.MaxInstances, next.Autoscaler.MaxUseCount = na.Policies, na.MaxInstances, na.MaxUseCount
 	next.LogLevel = cfg.LogLevel
+	var applied []string
+	next.Sources, applied = m.reloadSources(old.Sources, cfg.Sources)
+	res.Applied = append(res.Applied, applied...)
 	m.reload.applied = &next
 	m.log.Info("config reloaded", "applied", res.Applied, "needs_restart", res.NeedsRestart,
 		"max_instances", na.MaxInstances, "policy_periods", len(na.Policies))
 	return res, nil
 }
 
-// restartOnly names the settings that differ between old and cfg and that
-// berth reads only when it starts.
+// setLimits gives the fleet a's policy, max_instances and max_use_count.
 func (m *Manager) setLimits(f interface {
 	SetLimits(scaler.Policies, int, int) error
 }, a config.Autoscaler) error {
@@ -99,6 +102,8 @@ func (m *Manager) applyReloaded() {
 	}
 }
 
+// restartOnly names the settings that differ between old and cfg and that
+// berth reads only when it starts.
 func restartOnly(old, cfg *config.Config) []string {
 	out := []string{}
 	diff := func(key string, a, b any) {
@@ -113,7 +118,7 @@ func restartOnly(old, cfg *config.Config) []string {
 	diff("job_timeout", old.JobTimeout, cfg.JobTimeout)
 	diff("shutdown_timeout", old.ShutdownTimeout, cfg.ShutdownTimeout)
 	diff("job_retention, log_retention", [2]any{old.JobRetention, old.LogRetention}, [2]any{cfg.JobRetention, cfg.LogRetention})
-	diff("source", old.Sources, cfg.Sources)
+	out = append(out, sourcesRestartOnly(old.Sources, cfg.Sources)...)
 	diff("cache", old.Cache, cfg.Cache)
 	diff("images", old.Images, cfg.Images)
 	diff("ha", old.HA, cfg.HA)

@@ -62,6 +62,20 @@
     }
   }
 
+  // timeRange returns the x range of a time chart: its data's first to
+  // last time, pad either side (a bar's half width). For a lone point
+  // uPlot 1.6.32 adds 86400/1e-3 seconds (a day counted in milliseconds,
+  // on a scale in seconds), so a chart of one hour's data ran from 2026 to
+  // 2029; a lone point gets half an hour either side, or pad if wider.
+  function timeRange(pad) {
+    return (u) => {
+      const xs = u.data[0];
+      if (!xs || !xs.length) { const now = Date.now() / 1000; return [now - H, now]; }
+      const lo = xs[0], hi = xs[xs.length - 1], p = lo === hi ? Math.max(pad, H / 2) : pad;
+      return [lo - p, hi + p];
+    };
+  }
+
   // chart draws (or redraws) a uPlot chart; dragging a range zooms by
   // asking the server for it.
   function chart(id, name, series, data, opts) {
@@ -73,7 +87,7 @@
     const o = Object.assign({
       width, height: 240, series: [{}].concat(series),
       axes: [{}, { size: 60 }],
-      scales: { x: { time: true } },
+      scales: { x: { time: true, range: timeRange(0) } },
       cursor: { drag: { x: true, y: false, setScale: false } },
       hooks: {
         setSelect: [(u) => {
@@ -85,8 +99,13 @@
         }],
       },
     }, opts || {});
-    // The axis titles, for the browser tests: uPlot draws them on canvas.
+    // The axis titles, the x domain and the x values drawn, for the
+    // browser tests: uPlot draws them on canvas.
     el.dataset.axes = o.axes.map((a) => a.label || "").join("|");
+    o.hooks.draw = [(u) => {
+      el.dataset.xmin = u.scales.x.min; el.dataset.xmax = u.scales.x.max;
+      el.dataset.drawn = u.data[0].filter((x, i) => u.data.some((d, k) => k > 0 && d[i] != null)).join(" ");
+    }];
     const u = new uPlot(o, data, el);
     u._key = JSON.stringify(series.map((s) => s.label));
     if (name) u.over.addEventListener("dblclick", () => { state.range[name] = null; refresh(); });
@@ -222,18 +241,21 @@
         { label: "jobs", stroke: "#9e9e9e", scale: "n", width: 1 }],
       [w.t, w.p50, w.p95, w.p99, w.jobs], { axes: [{ label: "hour" }, { size: 60, label: "wait (s)" }, { scale: "n", side: 1, grid: { show: false }, label: "jobs" }] });
       const c = d.cost;
-      // Stacked bars: each bar is drawn over the taller one behind it.
+      // Stacked bars: each bar is drawn over the taller one behind it. A
+      // day berth did not run is null: no bar, "no data" in the table.
       const bars = uPlot.paths.bars({ size: [0.6, 80] });
-      const hb = c.hot_h.map((v, i) => +(v + c.booting_h[i]).toFixed(2));
-      const all = hb.map((v, i) => +(v + c.suspended_h[i]).toFixed(2));
+      const sum = (a, b) => a.map((v, i) => v == null ? null : +(v + b[i]).toFixed(2));
+      const hb = sum(c.hot_h, c.booting_h), all = sum(hb, c.suspended_h);
       chart("chart-cost", "", [
         { label: "+ suspended h", stroke: colors.suspended, fill: colors.suspended + "99", paths: bars, points: { show: false } },
         { label: "+ booting h", stroke: colors.booting, fill: colors.booting + "cc", paths: bars, points: { show: false } },
         { label: "hot h", stroke: colors.hot, fill: colors.hot + "cc", paths: bars, points: { show: false } }],
-      [c.t, all, hb, c.hot_h], { axes: [{ label: "day (UTC)" }, { size: 60, label: "instance-hours" }], scales: { x: { time: true, range: (u, mn, mx) => [mn - 43200, mx + 43200] }, y: { range: (u, mn, mx) => [0, Math.max(1, mx * 1.1)] } } });
-      $("#cost tbody").innerHTML = c.t.map((t, i) => "<tr><td>" + ts(t * 1000).slice(0, 10) + '</td><td class="num">' + c.hot_h[i] + '</td><td class="num">' +
-        c.booting_h[i] + '</td><td class="num">' + c.suspended_h[i] + '</td><td class="num">' + (c.util[i] == null ? "" : Math.round(c.util[i] * 100) + "%") + "</td></tr>").join("");
-      chart("chart-util", "waits", [{ label: "utilization", stroke: "#6a1b9a", width: 2 }], [d.util.t, d.util.util], { axes: [{ label: "time" }, { size: 60, label: "acquired / usable" }], scales: { x: { time: true }, y: { range: [0, 1] } } });
+      [c.t, all, hb, c.hot_h], { axes: [{ label: "day (UTC)" }, { size: 60, label: "instance-hours" }], scales: { x: { time: true, range: timeRange(D / 2) }, y: { range: (u, mn, mx) => [0, Math.max(1, (mx || 0) * 1.1)] } } });
+      $("#cost tbody").innerHTML = c.t.map((t, i) => "<tr><td>" + ts(t * 1000).slice(0, 10) + "</td>" + (c.hot_h[i] == null
+        ? '<td colspan="4" class="nodata" title="no sample of the fleet that day: berth was not running">no data</td>'
+        : '<td class="num">' + c.hot_h[i] + '</td><td class="num">' + c.booting_h[i] + '</td><td class="num">' + c.suspended_h[i] +
+          '</td><td class="num">' + (c.util[i] == null ? "" : Math.round(c.util[i] * 100) + "%") + "</td>") + "</tr>").join("");
+      chart("chart-util", "waits", [{ label: "utilization", stroke: "#6a1b9a", width: 2 }], [d.util.t, d.util.util], { axes: [{ label: "time" }, { size: 60, label: "acquired / usable" }], scales: { x: { time: true, range: timeRange(0) }, y: { range: [0, 1] } } });
     });
   }
 

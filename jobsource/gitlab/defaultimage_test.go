@@ -30,7 +30,9 @@ func TestDefaultImage(t *testing.T) {
 func TestShellJobRefusedUnderAllowedImages(t *testing.T) {
 	f := newFake(t, gitlabfake.Options{})
 	s := stagedSource(t, f, nil)
-	s.cfg.RefuseShellJobs = true
+	st := s.Settings()
+	st.RefuseShellJobs = true
+	s.SetSettings(st)
 	id := f.AddJob(gitlabfake.JobSpec{Variables: noGit, Script: []string{"echo script-ran"}})
 	_, out := runStaged(t, takeJob(t, s))
 	tr := f.Job(id).Trace()

@@ -21,7 +21,10 @@ import (
 // to GitLab by a background loop that also keeps the job alive and watches
 // for cancellation; Finish stops the loop and reports the result.
 type Job struct {
-	src    *Source
+	src *Source
+	// set is the source's settings when GitLab handed the job out: a
+	// reload does not change a job midway.
+	set    *Settings
 	p      *jobPayload
 	spec   jobsource.Spec
 	log    *slog.Logger
@@ -80,9 +83,10 @@ func newJob(s *Source, p *jobPayload) *Job {
 	tmpName := fmt.Sprintf("berth-gitlab-%d-%s", p.ID, randomString(8))
 	env := runnerEnv{version: s.cfg.Version, tmpName: tmpName, timeout: jobTimeout(p), caChain: s.cfg.CAChain}
 	env.concurrent, env.projectSlot = s.takeSlot(p.ID, p.JobInfo.ProjectID)
-	if (p.Image == nil || p.Image.Name == "") && s.cfg.DefaultImage != "" {
+	set := s.set.Load()
+	if (p.Image == nil || p.Image.Name == "") && set.DefaultImage != "" {
 		// The source's image, as gitlab-runner's [runners.docker] image.
-		p.Image = &jobImage{Name: s.cfg.DefaultImage}
+		p.Image = &jobImage{Name: set.DefaultImage}
 	}
 	// Image names first: CI_JOB_IMAGE is the expanded one. Then the git
 	// options, which place the project dir (GIT_CLONE_PATH), then the
@@ -117,6 +121,7 @@ func newJob(s *Source, p *jobPayload) *Job {
 	header.Set("JOB-TOKEN", p.Token)
 	j := &Job{
 		src:         s,
+		set:         set,
 		p:           p,
 		log:         s.log.With("job", p.ID),
 		path:        "jobs/" + strconv.FormatInt(p.ID, 10),
@@ -130,7 +135,7 @@ func newJob(s *Source, p *jobPayload) *Job {
 	}
 	j.git, j.gitErr, j.vars, j.cacheWarnings = git, gitErr, vars, cacheWarnings
 	j.tmpName = tmpName
-	j.spec = buildSpec(p, vars, s.cfg.BuildsDir, env.projectRel, tmpName)
+	j.spec = buildSpec(p, vars, set.BuildsDir, env.projectRel, tmpName)
 	if j.spec.Image != nil {
 		j.spec.Image.PullPolicy, j.pullErr = pullPolicy(p.Image, s.cfg.AllowedPullPolicies)
 	}
@@ -198,10 +203,10 @@ func (j *Job) appendLocked(b []byte) {
 	if j.truncated || len(b) == 0 {
 		return
 	}
-	if room := j.src.cfg.OutputLimit - len(j.buf); len(b) > room {
+	if room := j.set.OutputLimit - len(j.buf); len(b) > room {
 		j.buf = append(j.buf, b[:max(room, 0)]...)
 		j.buf = append(j.buf, fmt.Sprintf("\nJob's log exceeded limit of %d bytes.\n"+
-			"Job execution will continue but no more output will be collected.\n", j.src.cfg.OutputLimit)...)
+			"Job execution will continue but no more output will be collected.\n", j.set.OutputLimit)...)
 		j.truncated = true
 		return
 	}

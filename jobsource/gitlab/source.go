@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-ci/berth/jobsource"
@@ -31,8 +32,10 @@ type Source struct {
 	client *client
 	// server names the GitLab server in cache keys (cachejob.go).
 	server string
-	// sem holds one token per poll in flight, bounding them to RequestConcurrency.
-	sem chan struct{}
+	// set is the settings a reload may change (settings.go); polls bounds
+	// the polls in flight to its RequestConcurrency.
+	set   atomic.Pointer[Settings]
+	polls *gate
 
 	mu         sync.Mutex
 	lastUpdate string
@@ -70,7 +73,8 @@ func New(cfg Config, logger *slog.Logger) (*Source, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Source{
+	st := settingsOf(cfg)
+	s := &Source{
 		cfg: cfg,
 		log: logger.With("source", cfg.Name),
 		client: &client{
@@ -81,9 +85,11 @@ func New(cfg Config, logger *slog.Logger) (*Source, error) {
 		},
 		server: serverName(cfg.URL),
 		tok:    tokenState{value: cfg.Token},
-		sem:    make(chan struct{}, cfg.RequestConcurrency),
+		polls:  newGate(st.RequestConcurrency),
 		mine:   map[int64]bool{},
-	}, nil
+	}
+	s.set.Store(&st)
+	return s, nil
 }
 
 // Name identifies the source in logs and metrics.
@@ -91,7 +97,7 @@ func (s *Source) Name() string { return s.cfg.Name }
 
 // CheckInterval is how long the manager should wait after an empty poll
 // before booking a slot and polling again (gitlab-runner's check_interval).
-func (s *Source) CheckInterval() time.Duration { return s.cfg.CheckInterval }
+func (s *Source) CheckInterval() time.Duration { return s.set.Load().CheckInterval }
 
 func (s *Source) runnerHeader() http.Header {
 	h := http.Header{}
@@ -134,12 +140,10 @@ func (s *Source) Verify(ctx context.Context) error {
 // took the job) and 503 are retried with backoff; a rejected token is an
 // error wrapping ErrTokenRejected.
 func (s *Source) Request(ctx context.Context) (jobsource.Job, error) {
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := s.polls.acquire(ctx); err != nil {
+		return nil, err
 	}
-	defer func() { <-s.sem }()
+	defer s.polls.release()
 	s.abandoned.Do(func() { // ledger.go
 		if _, err := s.FailAbandoned(ctx); err != nil {
 			s.log.Warn("gitlab jobs an earlier berth left stay running on GitLab until a later sweep", "err", err)

@@ -33,7 +33,7 @@ func (j *Job) buildDirs(ctx context.Context, f jobsource.Files) (builds, project
 	if j.dirs[0] != "" {
 		return j.dirs[0], j.dirs[1], nil
 	}
-	builds = j.src.cfg.BuildsDir
+	builds = j.set.BuildsDir
 	if builds == "" {
 		var out bytes.Buffer
 		code, stderr, err := f.Stream(ctx, `printf '%s' `+buildsDirShell(""), nil, &out)
@@ -107,7 +107,7 @@ func (j *Job) prepareDirs(ctx context.Context, f jobsource.Files) error {
 			return &prepareError{reason: reasonConfiguration, msg: err.Error()}
 		}
 	}
-	if j.spec.Image == nil && j.src.cfg.RefuseShellJobs {
+	if j.spec.Image == nil && j.set.RefuseShellJobs {
 		return &prepareError{reason: reasonConfiguration, msg: "the job names no image and would run in the instance's shell, " +
 			"outside [images] allowed_images: give the job an image: from allowed_images, set image in the [[source]] of berth.toml " +
 			"(the default image, as gitlab-runner's [runners.docker] image), or set allow_shell_jobs = true there to allow shell jobs"}
@@ -309,7 +309,7 @@ func (j *Job) collectArtifact(ctx context.Context, f jobsource.Files, a jobArtif
 	}
 	_ = os.Remove(tmp.Name())
 	defer tmp.Close()
-	lw := &limitWriter{w: tmp, limit: j.src.cfg.MaxArtifactSize}
+	lw := &limitWriter{w: tmp, limit: j.set.MaxArtifactSize}
 	st, err := artifacts.Pack(ctx, shell{f}, project, paths, artifacts.Format(a.Format), lw)
 	if lw.over {
 		return fmt.Errorf("%w: the archive of %d files and directories is larger than this runner's max_artifact_size of %s "+
