@@ -170,10 +170,13 @@ func (j Job) QueueWait(now time.Time) time.Duration {
 	return 0
 }
 
-// JobList is the body of GET /api/v1/jobs.
+// JobList is the body of GET /api/v1/jobs: one page of the newest jobs.
 type JobList struct {
 	// Jobs, oldest first.
 	Jobs []Job `json:"jobs"`
+	// Next, when not empty, lists the older jobs: pass it as ?cursor= for
+	// the page before this one. Empty on the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // SlotCounts counts an instance's slots by slot state (see docs/semantics.md,

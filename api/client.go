@@ -74,17 +74,63 @@ func (c *Client) Submit(ctx context.Context, req JobRequest) (Job, error) {
 // idemKey carries a submit's Idempotency-Key to sendOnce.
 type idemKey struct{}
 
-// Jobs lists jobs, oldest first.
+// Jobs lists the newest jobs (the server's default page, 100), oldest
+// first.
 func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
+	list, err := c.JobPage(ctx, ListParams{})
+	return list.Jobs, err
+}
+
+// JobPage lists one page of jobs: p.Limit of the newest (0 for the
+// server's default, at most MaxListLimit) in p.State before p.Cursor,
+// oldest first; its Next is the cursor of the page before it.
+func (c *Client) JobPage(ctx context.Context, p ListParams) (JobList, error) {
+	q := url.Values{}
+	if p.State != "" {
+		q.Set("state", string(p.State))
+	}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
+	}
+	path := "/api/v1/jobs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var raw json.RawMessage
-	if err := c.do(ctx, http.MethodGet, "/api/v1/jobs", nil, &raw); err != nil {
-		return nil, err
+	if err := c.do(ctx, http.MethodGet, path, nil, &raw); err != nil {
+		return JobList{}, err
 	}
 	var list JobList
 	if err := decodeList(raw, &list.Jobs, &list); err != nil {
-		return nil, fmt.Errorf("decode job list from %s: %w", c.BaseURL, err)
+		return JobList{}, fmt.Errorf("decode job list from %s: %w", c.BaseURL, err)
 	}
-	return list.Jobs, nil
+	return list, nil
+}
+
+// AllJobs lists every job in state ("" for all), oldest first, following
+// the pages from the newest.
+func (c *Client) AllJobs(ctx context.Context, state JobState) ([]Job, error) {
+	var pages [][]Job
+	p := ListParams{State: state, Limit: MaxListLimit}
+	for {
+		list, err := c.JobPage(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, list.Jobs)
+		if list.Next == "" || list.Next == p.Cursor {
+			break
+		}
+		p.Cursor = list.Next
+	}
+	var all []Job
+	for i := len(pages) - 1; i >= 0; i-- {
+		all = append(all, pages[i]...)
+	}
+	return all, nil
 }
 
 // Job returns one job. An unknown ID yields an *Error with Status 404.

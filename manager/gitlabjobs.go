@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -89,17 +88,30 @@ func cut(s string, n int) string {
 	return s
 }
 
-// jobs returns copies of the recorded jobs in state (all when empty).
-func (g *gitlabJobs) jobs(state api.JobState) []api.Job {
+// page returns up to limit jobs in state ("" for any) taken before the
+// job with API ID before ("" for the newest), newest first, and whether
+// older ones remain. A before no longer kept (dropped from the ring) has
+// nothing older left either.
+func (g *gitlabJobs) page(state api.JobState, limit int, before string) ([]api.Job, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	i := len(g.list) - 1
+	if before != "" {
+		for i >= 0 && g.list[i].job.ID != before {
+			i--
+		}
+		i-- // the cursor's own job was on the previous page
+	}
 	var out []api.Job
-	for _, r := range g.list {
-		if state == "" || r.job.State == state {
+	for ; i >= 0; i-- {
+		if r := g.list[i]; state == "" || r.job.State == state {
+			if len(out) == limit {
+				return out, true
+			}
 			out = append(out, r.job)
 		}
 	}
-	return out
+	return out, false
 }
 
 // get returns the recorded job with API ID id.
@@ -271,30 +283,4 @@ func (m *Manager) serveGitLabLog(w http.ResponseWriter, r *http.Request, id stri
 		case <-time.After(gitlabLogPoll):
 		}
 	}
-}
-
-// serveJobList is GET /api/v1/jobs for the admin: the queue's jobs and the
-// GitLab jobs, oldest first, filtered by ?state and cut to the newest ?limit.
-func (m *Manager) serveJobList(w http.ResponseWriter, r *http.Request) {
-	state, limit, err := api.ListQuery(r, 100)
-	if err != nil {
-		api.WriteError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	jobs, err := m.queue.ListFor(api.PrincipalFrom(r.Context()), state, limit)
-	if err != nil {
-		api.WriteError(w, http.StatusServiceUnavailable, fmt.Sprintf("list jobs: %v", err))
-		return
-	}
-	for i := range jobs {
-		if jobs[i].Source == "" {
-			jobs[i].Source = "queue"
-		}
-	}
-	jobs = append(jobs, m.glJobs.jobs(state)...)
-	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].CreatedAt.Before(jobs[b].CreatedAt) })
-	if limit > 0 && len(jobs) > limit {
-		jobs = jobs[len(jobs)-limit:]
-	}
-	api.WriteJSON(w, http.StatusOK, api.JobList{Jobs: jobs})
 }

@@ -22,11 +22,13 @@ func newJobsCmd() *cobra.Command {
 		conn   connFlags
 		asJSON bool
 		cancel bool
+		all    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs [ID]",
 		Short: "List jobs, or show (or --cancel) one job",
 		Long: `List the 100 most recent jobs (oldest first), or show one job in detail.
+--all lists every job berth keeps, following the API's pages.
 
 --json prints api.JobList ({"jobs": [...]}) or, with ID, one api.Job.
 --cancel cancels job ID: a queued job at once, a running one is killed.`,
@@ -68,6 +70,9 @@ func newJobsCmd() *cobra.Command {
 				return printJobDetail(out, job, time.Now())
 			}
 			jobs, err := c.Jobs(ctx)
+			if all {
+				jobs, err = c.AllJobs(ctx, "")
+			}
 			if err != nil {
 				return err
 			}
@@ -84,6 +89,7 @@ func newJobsCmd() *cobra.Command {
 	conn.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for machines")
 	cmd.Flags().BoolVar(&cancel, "cancel", false, "cancel job ID")
+	cmd.Flags().BoolVar(&all, "all", false, "list every job, not only the 100 most recent")
 	cmd.AddCommand(newPruneCmd())
 	cmd.AddCommand(newJobsQuarantinedCmd()) // cmd_jobs_quarantined.go (issue 32)
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/berth-ci/berth/api"
@@ -13,7 +14,7 @@ import (
 // Handler serves the job half of berth's HTTP API:
 //
 //	POST /api/v1/jobs                 submit (api.JobRequest → 201 api.Job)
-//	GET  /api/v1/jobs                 list (api.JobList; ?state=S, ?limit=N newest N, default 100, 0 = all)
+//	GET  /api/v1/jobs                 list (api.JobList; ?state=S, ?limit=N newest N, default 100, at most api.MaxListLimit; ?cursor=NEXT the page before)
 //	GET  /api/v1/jobs/{id}            one job (api.Job)
 //	GET  /api/v1/jobs/{id}/log        the log as text/plain; ?follow=1 streams until the job ends
 //	POST /api/v1/jobs/{id}/cancel     cancel (api.Job)
@@ -75,22 +76,51 @@ func (q *Queue) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(w, status, job)
 }
 
-const (
-	defaultListLimit = 100
-)
+// defaultListLimit is the page size without ?limit.
+const defaultListLimit = 100
 
+// handleList streams one page of the caller's jobs, oldest first, with
+// the cursor of the page before it.
 func (q *Queue) handleList(w http.ResponseWriter, r *http.Request) {
-	state, limit, err := api.ListQuery(r, defaultListLimit)
+	lp, err := api.ListQuery(r, defaultListLimit)
 	if err != nil {
 		api.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	jobs, err := q.ListFor(api.PrincipalFrom(r.Context()), state, limit)
+	entries, more, err := q.Page(api.PrincipalFrom(r.Context()), lp.State, lp.Limit, lp.Cursor)
+	if errors.Is(err, ErrBadCursor) {
+		api.WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if err != nil {
 		q.writeError(w, err)
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, api.JobList{Jobs: jobs})
+	next := ""
+	if more {
+		next = entries[len(entries)-1].ID
+	}
+	slices.Reverse(entries)
+	q.streamPage(w, q.Load(entries), next)
+}
+
+// streamPage writes the jobs l loads as a JobList body.
+func (q *Queue) streamPage(w http.ResponseWriter, l *Loader, next string) {
+	s := api.StartJobList(w)
+	for {
+		j, ok, err := l.Next()
+		if err != nil {
+			q.log.Warn("job list cut short", "err", err)
+			s.Abort()
+		}
+		if !ok {
+			break
+		}
+		if s.Add(j) != nil {
+			return
+		}
+	}
+	s.End(next)
 }
 
 func (q *Queue) handleGet(w http.ResponseWriter, r *http.Request) {

@@ -711,12 +711,7 @@ func (q *Queue) ListFor(p api.Principal, state api.JobState, limit int) ([]api.J
 				q.log.Warn("skipping a job with a damaged script in the list", "job", rec.ID, "err", err)
 				return true, nil
 			}
-			if sc != nil && len(sc.Script) > ListScriptBytes {
-				cut := *sc
-				cut.Script = strings.ToValidUTF8(sc.Script[:ListScriptBytes], "") + "..."
-				sc = &cut
-			}
-			out = append(out, rec.apiJob(sc))
+			out = append(out, rec.apiJob(cutScript(sc)))
 			return limit <= 0 || len(out) < limit, nil
 		})
 	})
