@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-ci/berth/internal/fakehost"
+	"github.com/berth-ci/berth/internal/fakestate"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -122,7 +123,7 @@ type Cloud struct {
 	early          map[string]int       // calls made inside them after the first refusal
 	told           map[string]bool      // whether a window's first refusal was given
 	launchFailure  string               // allocation code for this launch batch (FailNext)
-	saved          []byte               // the state file's last content
+	state          fakestate.File       // Options.StateFile and its last content
 }
 
 // operation is a long-running operation: InProgress until done, then

@@ -1,13 +1,9 @@
 package azurefake
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/ed25519"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -54,17 +50,11 @@ func (c *Cloud) loadState() (savedState, error) {
 	if c.opts.StateFile == "" {
 		return st, nil
 	}
-	b, err := os.ReadFile(c.opts.StateFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return st, nil
-	}
-	if err != nil {
+	c.state.Path = c.opts.StateFile
+	found, err := c.state.Load(&st)
+	if err != nil || !found {
 		return st, err
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("azurefake: state file %s: %w; remove it to start an empty subscription", c.opts.StateFile, err)
-	}
-	c.saved = b
 	c.capacity, c.seq, c.order, c.sas = st.Capacity, st.Seq, st.Order, st.SAS
 	// Options given at the restart win over the injected failures kept.
 	c.opts.AllocationFailure = cmp.Or(c.opts.AllocationFailure, st.AllocationFailure)
@@ -91,9 +81,8 @@ func (c *Cloud) loadState() (savedState, error) {
 	return st, nil
 }
 
-// changedLocked writes the state file when the state changed: to a
-// temporary file first, renamed over the old one, so a crash leaves the
-// old state or the new, never half of one.
+// changedLocked writes the state file when the state changed
+// (fakestate: atomically, so a crash leaves the old state or the new).
 func (c *Cloud) changedLocked() {
 	if c.opts.StateFile == "" || c.srv == nil {
 		return
@@ -113,18 +102,7 @@ func (c *Cloud) changedLocked() {
 		}
 		st.Ops[id] = so
 	}
-	b, err := json.Marshal(st)
-	if err != nil || bytes.Equal(b, c.saved) {
-		return
-	}
-	tmp := c.opts.StateFile + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := c.state.Save(st); err != nil {
 		fmt.Fprintf(os.Stderr, "azurefake: state file: %v\n", err)
-		return
 	}
-	if err := os.Rename(tmp, c.opts.StateFile); err != nil {
-		fmt.Fprintf(os.Stderr, "azurefake: state file: %v\n", err)
-		return
-	}
-	c.saved = b
 }

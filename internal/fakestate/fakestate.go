@@ -1,6 +1,6 @@
 // Package fakestate keeps a fake cloud's state in a file across restarts
-// of the fake (gcpfake and awsfake's -state), so that chaos tests can
-// restart the cloud as well as berth.
+// of the fake (the -state flag of gcpfake, awsfake and azurefake), so
+// that chaos tests can restart the cloud as well as berth.
 package fakestate
 
 import (
