@@ -10,7 +10,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
+
+	"github.com/berth-ci/berth/internal/atomicfile"
 )
 
 // File is a state file and what was last written to it.
@@ -30,23 +31,7 @@ func (f *File) Save(v any) error {
 	if bytes.Equal(b, f.last) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.Path), "."+filepath.Base(f.Path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), f.Path); err != nil {
+	if err := atomicfile.Write(f.Path, b, 0o600); err != nil {
 		return err
 	}
 	f.last = b

@@ -28,6 +28,8 @@ import (
 	"github.com/berth-ci/berth/internal/localexec"
 	"github.com/berth-ci/berth/internal/logging"
 	"github.com/berth-ci/berth/provider"
+
+	"github.com/berth-ci/berth/internal/atomicfile"
 )
 
 // Version is reported in provider.Info.
@@ -176,7 +178,7 @@ func (p *Provider) loadClientKey() error {
 	if errors.Is(err, os.ErrNotExist) {
 		b, err = newKeyPEM("berth-local-client")
 		if err == nil {
-			err = writeFileAtomic(path, b, 0o600)
+			err = atomicfile.Write(path, b, 0o600)
 		}
 	}
 	if err != nil {
@@ -189,14 +191,6 @@ func (p *Provider) loadClientKey() error {
 	p.signer, p.clientPEM = signer, b
 	p.clientPub = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
 	return nil
-}
-
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // cleanLeftovers removes directories of interrupted creations and
