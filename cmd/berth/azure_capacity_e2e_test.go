@@ -87,8 +87,9 @@ func TestAzureQuotaRefusalIsShownAndPasses(t *testing.T) {
 func TestAzureLongRetryAfterIsHonoured(t *testing.T) {
 	f := startAzureFake(t, azurefake.Options{BootTime: 300 * time.Millisecond, DeleteTime: 200 * time.Millisecond,
 		PollInterval: 100 * time.Millisecond}, nil)
-	d := azureDaemon(t, f, "max_instances = 1")
+	// Throttled before berth starts: its first scale-up must wait too.
 	f.ThrottleFor("UpdateScaleSet", 65*time.Second)
+	d := azureDaemon(t, f, "max_instances = 1")
 	id := d.submit("--", "echo ran")
 	waitFor(t, time.Minute, "the queued job to name the wait", func() bool {
 		j := d.job(id)

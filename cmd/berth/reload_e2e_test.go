@@ -106,7 +106,7 @@ check_interval = "100ms"
 request_concurrency = 1
 builds_dir = "/tmp/builds-before"
 `, fake.URL())
-	d := newDaemon(t, "shutdown_timeout = \"1s\"\n[autoscaler]\nmax_instances = 1\ncapacity_per_instance = 4\n[[autoscaler.policy]]\nidle_count = 0\n"+source)
+	d := newDaemon(t, "shutdown_timeout = \"1s\"\n[autoscaler]\nmax_instances = 1\ncapacity_per_instance = 4\n[[autoscaler.policy]]\nidle_count = 1\n"+source)
 	noGit := []gitlabfake.Variable{{Key: "GIT_STRATEGY", Value: "none"}}
 	running := fake.Job(fake.AddJob(gitlabfake.JobSpec{Script: []string{"echo started in $PWD", "sleep 303"}, Variables: noGit}))
 	waitFor(t, 2*time.Minute, "the first job to run", func() bool {

@@ -74,11 +74,14 @@ func mapErr(err error) error {
 	}
 	// After the credentials: a credential chain that found nothing
 	// (no instance role off EC2) is a setting to fix, not a wait.
+	// A throttled EC2 call answers 503 RequestLimitExceeded: a throttle,
+	// which the resume path retries, not an unreachable API.
+	var ae smithy.APIError
 	var re *smithyhttp.ResponseError
-	if provider.Unreachable(err) || (errors.As(err, &re) && re.HTTPStatusCode() >= 500) {
+	throttled := errors.As(err, &ae) && throttleCode(ae.ErrorCode())
+	if !throttled && (provider.Unreachable(err) || (errors.As(err, &re) && re.HTTPStatusCode() >= 500)) {
 		return fmt.Errorf("%w: %s: %w; berth tries again. Check that the endpoint (AWS's, or provider_config's endpoint) is reachable from this host: %w", ErrUnreachable, op, provider.ErrTransient, err)
 	}
-	var ae smithy.APIError
 	if !errors.As(err, &ae) {
 		return fmt.Errorf("aws: %s: %w", op, err)
 	}
@@ -88,7 +91,7 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %s is not allowed (%s); add %q to the IAM policy of the role or user berth runs as (docs/aws.md lists them all): %w", ErrPermission, op, code, action, err)
 	case code == "InvalidClientTokenId" || code == "SignatureDoesNotMatch" || code == "ExpiredToken" || code == "MissingAuthenticationToken" || code == "AuthFailure" || code == "UnrecognizedClientException":
 		return fmt.Errorf("%w: AWS refused the credentials for %s (%s); refresh them or check the profile: %w", ErrCredentials, op, code, err)
-	case code == "Throttling" || code == "ThrottlingException" || code == "RequestLimitExceeded" || code == "TooManyRequestsException":
+	case throttled:
 		return fmt.Errorf("%w: %s was throttled even after the SDK's retries; berth tries again on its next cycle. If it persists, other tools share the account's rate limit: lower their rate or ask AWS for a higher limit: %w: %w", ErrThrottled, op, provider.ErrTransient, err)
 	case code == "VcpuLimitExceeded" || code == "InstanceLimitExceeded" || code == "MaxSpotInstanceCountExceeded":
 		// EC2 API reference, "Error codes": a quota; transient by the
@@ -110,4 +113,10 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %s: %s; check name and region in provider_config: %w", ErrGroupNotFound, op, msg, err)
 	}
 	return fmt.Errorf("aws: %s: %w", op, err)
+}
+
+// throttleCode reports whether an AWS error code says the call was
+// throttled (EC2's RequestLimitExceeded, Auto Scaling's Throttling).
+func throttleCode(code string) bool {
+	return code == "Throttling" || code == "ThrottlingException" || code == "RequestLimitExceeded" || code == "TooManyRequestsException"
 }

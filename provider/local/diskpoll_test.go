@@ -129,10 +129,12 @@ func TestBerthsPollerTellsTheSandboxToWalkWhenInodesFall(t *testing.T) {
 	if err := os.Mkdir(many, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox may catch the files while they are being made and
+	// empty its directories: a failed create then means it was caught.
 	for i := range 2000 {
 		file, err := os.Create(filepath.Join(many, strconv.Itoa(i)))
 		if err != nil {
-			t.Fatal(err)
+			break
 		}
 		file.Close()
 	}
