@@ -26,7 +26,7 @@ import (
 // sandbox's imports without being listed here.
 //
 //go:embed go.mod go.sum provider/*.go provider/local/*.go jobroot/*.go images/*.go
-//go:embed internal/bytesize/*.go internal/cloexec/*.go internal/diskfull/*.go internal/logging/*.go internal/quietcopy/*.go internal/localexec/*.go
+//go:embed internal/atomicfile/*.go internal/bytesize/*.go internal/cloexec/*.go internal/diskfull/*.go internal/logging/*.go internal/quietcopy/*.go internal/localexec/*.go
 var sandboxSource embed.FS
 
 // SandboxSourceHash returns a hex SHA-256 over the names and contents of
