@@ -32,8 +32,6 @@ type storeWatch struct {
 	answeredAt time.Time
 	// lastErr is the last question's failure, nil once one is answered.
 	lastErr error
-	// failingSince is when questions started to fail.
-	failingSince time.Time
 }
 
 // run asks etcd every storeCheckEvery until ctx ends.
@@ -60,9 +58,6 @@ func (w *storeWatch) note(leader string, err error, now time.Time) {
 	if err == nil {
 		w.leader, w.answeredAt, w.lastErr = leader, now, nil
 		return
-	}
-	if w.lastErr == nil {
-		w.failingSince = now
 	}
 	w.lastErr = err
 }
