@@ -117,10 +117,16 @@ func serveStartupHealth(addr string, tlsCfg *tls.Config, log *slog.Logger) *star
 }
 
 // answer is every path's answer: 503 with the reason berth is not up.
-func (sh *startupHealth) answer(w http.ResponseWriter, _ *http.Request) {
+func (sh *startupHealth) answer(w http.ResponseWriter, r *http.Request) {
 	sh.mu.Lock()
 	why := sh.why
 	sh.mu.Unlock()
+	if r.URL.Path != "/healthz" {
+		// berth's CLI sends the request again (for up to
+		// api.MaxRetryWait), so `berth run &` then `berth submit`
+		// works; /healthz answers at once for monitors and probes.
+		w.Header().Set("Retry-After", "1")
+	}
 	api.WriteJSON(w, http.StatusServiceUnavailable, startingAnswer{
 		Error:  "berth is starting, not serving yet: " + why + "; try again once /healthz answers 200",
 		Status: "starting", Problems: []string{why}})
