@@ -67,6 +67,7 @@ func (s *Store) checkIdentity(ctx context.Context, rev int64) error {
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
+	before := s.seenRev.Load()
 	resp, err := s.cli.Get(ctx, s.key("meta/id"), opts...)
 	if err != nil {
 		return err
@@ -79,7 +80,7 @@ func (s *Store) checkIdentity(ctx context.Context, rev int64) error {
 		return &IdentityError{Prefix: s.prefix, Want: s.id, Found: found}
 	}
 	// The fleet's own state, but maybe from the past (past.go).
-	return s.noteRevision(resp.Header.Revision)
+	return s.noteRevision(before, resp.Header.Revision)
 }
 
 // CheckIdentity returns IdentityError unless etcd holds this store's

@@ -39,14 +39,17 @@ func (e *RolledBackError) Error() string {
 func (e *RolledBackError) Is(target error) bool { return target == store.ErrFenced }
 
 // noteRevision records a response's revision and returns RolledBackError
-// when it is below one seen before.
-func (s *Store) noteRevision(rev int64) error {
+// when it is below before, the highest revision seen when the request was
+// sent. Only that is a rollback: a request that ran concurrently with a
+// write may be answered at a revision below the write's (seen since), and
+// that says nothing about etcd's past.
+func (s *Store) noteRevision(before, rev int64) error {
+	if rev < before {
+		return &RolledBackError{Prefix: s.prefix, Seen: before, Found: rev}
+	}
 	for {
 		seen := s.seenRev.Load()
-		if rev < seen {
-			return &RolledBackError{Prefix: s.prefix, Seen: seen, Found: rev}
-		}
-		if rev == seen || s.seenRev.CompareAndSwap(seen, rev) {
+		if rev <= seen || s.seenRev.CompareAndSwap(seen, rev) {
 			return nil
 		}
 	}

@@ -215,6 +215,7 @@ func (s *Store) Leading() error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(f.Ctx, s.timeout)
 	defer cancel()
+	before := s.seenRev.Load()
 	resp, err := s.cli.Get(ctx, f.Key)
 	if err != nil {
 		if f.Ctx.Err() != nil {
@@ -222,7 +223,7 @@ func (s *Store) Leading() error {
 		}
 		return fmt.Errorf("confirm leadership with etcd (read %s): %w; not acting until it answers", f.Key, err)
 	}
-	if err := s.noteRevision(resp.Header.Revision); err != nil {
+	if err := s.noteRevision(before, resp.Header.Revision); err != nil {
 		return err
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != f.Rev {
@@ -308,6 +309,7 @@ func (s *Store) Save(st scaler.State) error {
 		return nil
 	}
 	start := time.Now()
+	before := s.seenRev.Load()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(fence.Key), "=", fence.Rev)).
 		Then(ops...).
@@ -316,7 +318,7 @@ func (s *Store) Save(st scaler.State) error {
 		s.written = nil
 		return saveError(s.prefix, len(ops), err)
 	}
-	if err := s.noteRevision(resp.Header.Revision); err != nil {
+	if err := s.noteRevision(before, resp.Header.Revision); err != nil {
 		s.written = nil
 		return err
 	}
