@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -60,6 +61,9 @@ func newJobsCmd() *cobra.Command {
 				return nil
 			}
 			if len(args) == 1 {
+				if err := typoOfSubcommand(cmd, args[0]); err != nil {
+					return err
+				}
 				job, err := c.Job(ctx, args[0])
 				if err != nil {
 					return err
@@ -92,7 +96,21 @@ func newJobsCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&all, "all", false, "list every job, not only the 100 most recent")
 	cmd.AddCommand(newPruneCmd())
 	cmd.AddCommand(newJobsQuarantinedCmd()) // cmd_jobs_quarantined.go (issue 32)
+	cmd.SuggestionsMinimumDistance = 2
 	return cmd
+}
+
+// typoOfSubcommand refuses a word that is no job ID but a typo of one of
+// the command's subcommands (berth jobs prun): asking the API for job
+// "prun" would answer "no such job", which hides the typo.
+func typoOfSubcommand(cmd *cobra.Command, word string) error {
+	if _, err := strconv.ParseUint(word, 10, 64); err == nil {
+		return nil // job IDs are numbers
+	}
+	if len(cmd.SuggestionsFor(word)) == 0 {
+		return nil
+	}
+	return unknownCommand(cmd, word)
 }
 
 func printJobTable(w io.Writer, jobs []api.Job, now time.Time) error {

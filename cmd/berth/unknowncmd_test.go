@@ -22,6 +22,10 @@ func TestUnknownCommandsFail(t *testing.T) {
 		{[]string{"start"}, "berth run starts the daemon"},
 		{[]string{"status"}, "GET /healthz"},
 		{[]string{"config", "check", "--bogus", "x"}, "unknown flag: --bogus"},
+		// berth jobs ID takes a job's ID: a typo of its subcommands is
+		// named as one, not asked of the daemon (which is not running).
+		{[]string{"jobs", "prun"}, `did you mean "berth jobs prune"?`},
+		{[]string{"jobs", "quarantine"}, `did you mean "berth jobs quarantined"?`},
 	} {
 		_, _, err := runCLI(t, newRootCmd(), "", tt.args...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
