@@ -65,7 +65,7 @@ func startManagerLog(t *testing.T, toml string, w io.Writer) *Manager {
 	return m
 }
 
-func deleteSandboxes(t *testing.T, stateDir string) {
+func deleteSandboxes(t testing.TB, stateDir string) {
 	p := local.New()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
