@@ -153,6 +153,10 @@ const (
 	// a cloud out of capacity, the group at its max_size); berth asks
 	// again, and the detail names the provider's error.
 	WaitCapacity = "capacity"
+	// WaitThrottled: the cloud's API throttles berth's calls, so berth
+	// cannot ask for instances until the cloud allows it again; the detail
+	// names the provider's error and, when the cloud said, the time.
+	WaitThrottled = "throttled"
 	// WaitTurn: the job loop is taking jobs; this one is next or behind
 	// others in the queue, in order.
 	WaitTurn = "turn"

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/berth-ci/berth/api"
@@ -82,8 +83,27 @@ func (m *Manager) explainWait(j *api.Job) {
 		// Whatever the loop last saw, the instances the jobs wait for
 		// cannot be created: say so, with the provider's words.
 		if e := f.IncreaseError(); e != "" {
-			reason, detail = api.WaitCapacity, "the provider could not create instances; berth keeps asking: "+e
+			reason, detail = increaseWait(e)
 		}
 	}
 	j.WaitingFor, j.WaitingDetail = reason, detail
+}
+
+// throttleWords are the words of the AWS and Azure plugins' ErrThrottled
+// ("API request rate exceeded"). An error crosses the plugin boundary as
+// text, with only ErrTransient and ErrInstanceGoing kept as kinds, so its
+// words tell a throttle apart. GCP's ErrThrottled also stands for an
+// operation's QUOTA_EXCEEDED, a capacity refusal, so it stays "capacity".
+var throttleWords = []string{"API request rate exceeded"}
+
+// increaseWait is the reason and detail of a failed Increase. A throttle
+// is not a lack of capacity: nothing was refused but the call itself, and
+// the provider's words say until when (Azure's Retry-After).
+func increaseWait(e string) (string, string) {
+	for _, w := range throttleWords {
+		if strings.Contains(e, w) {
+			return api.WaitThrottled, "the cloud's API is throttling berth's calls, so no instance can be asked for until it allows them again; berth asks then: " + e
+		}
+	}
+	return api.WaitCapacity, "the provider could not create instances; berth keeps asking: " + e
 }

@@ -81,3 +81,23 @@ func TestQueuedJobSaysWhyItWaits(t *testing.T) {
 		sleepOrFail(ctx, t, "the second job never ran")
 	}
 }
+
+// A throttled Increase is not a lack of capacity: the job waits for the
+// throttle, with the provider's words (the time it ends); a quota or a
+// stockout is capacity.
+func TestIncreaseWaitTellsAThrottleFromCapacity(t *testing.T) {
+	for _, c := range []struct{ err, reason string }{
+		{"azure: API request rate exceeded: update scale set capacity was throttled even after the SDK's retries; Azure asked for no call before 2026-12-07T22:00:00Z", api.WaitThrottled},
+		{"aws: API request rate exceeded: SetDesiredCapacity: Throttling: Rate exceeded", api.WaitThrottled},
+		{"azure: quota exceeded: update scale set capacity: OperationNotAllowed", api.WaitCapacity},
+		{"gcp: API rate or quota exceeded: resize: operation op-1: QUOTA_EXCEEDED: Quota 'CPUS' exceeded", api.WaitCapacity},
+	} {
+		reason, detail := increaseWait(c.err)
+		if reason != c.reason || !strings.Contains(detail, c.err) {
+			t.Errorf("%q: %s, %q; want %s with the provider's words", c.err, reason, detail, c.reason)
+		}
+		if reason == api.WaitThrottled && strings.Contains(detail, "could not create") {
+			t.Errorf("%q: detail %q says instances could not be created", c.err, detail)
+		}
+	}
+}

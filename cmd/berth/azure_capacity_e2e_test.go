@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,19 +81,30 @@ func TestAzureQuotaRefusalIsShownAndPasses(t *testing.T) {
 	}
 }
 
-// ARM throttles writes with a Retry-After of 65 s, longer than azcore's
-// retry policy waits (it returns the 429 at once). The plugin makes no
-// write before it (the fake counts calls that come early), and the job
-// runs after it.
+// ARM throttles writes with a Retry-After of 90 s, longer than azcore's
+// retry policy waits (it returns the 429 at once; at 65 s, berth's first
+// write came late enough that the SDK slept through the rest inside the
+// call). The plugin makes no write before it (the fake counts calls that
+// come early), the queued job meanwhile says it waits for the throttle
+// and until when, and the job runs after it.
 func TestAzureLongRetryAfterIsHonoured(t *testing.T) {
 	f := startAzureFake(t, azurefake.Options{BootTime: 300 * time.Millisecond, DeleteTime: 200 * time.Millisecond,
 		PollInterval: 100 * time.Millisecond}, nil)
 	// Throttled before berth starts: its first scale-up must wait too.
-	f.ThrottleFor("UpdateScaleSet", 65*time.Second)
+	f.ThrottleFor("UpdateScaleSet", 90*time.Second)
 	d := azureDaemon(t, f, "max_instances = 1")
 	id := d.submit("--", "echo ran")
-	// The queued job's waiting_detail does not name the throttle yet
-	// (it says max_instances: the held increase counts as pending).
+	// While the throttle lasts, the queued job says it waits for it, and
+	// until when, not for max_instances or instances that could not be
+	// created.
+	var j api.Job
+	waitFor(t, time.Minute, "the queued job to name the throttle", func() bool {
+		j = d.job(id)
+		return j.State == api.JobQueued && strings.Contains(j.WaitingDetail, "throttl")
+	})
+	if j.WaitingFor != api.WaitThrottled || !rfc3339.MatchString(j.WaitingDetail) || strings.Contains(j.WaitingDetail, "could not create") {
+		t.Errorf("queued job while the throttle lasts: waiting_for %q, detail %q; want %q, naming the time it ends", j.WaitingFor, j.WaitingDetail, api.WaitThrottled)
+	}
 	if j := d.waitJobs(3*time.Minute, id)[0]; j.State != api.JobSuccess {
 		t.Fatalf("job after the Retry-After: %s (%s)", j.State, j.Reason)
 	}
@@ -100,6 +112,9 @@ func TestAzureLongRetryAfterIsHonoured(t *testing.T) {
 		t.Errorf("%d capacity updates came before the Retry-After; want none", n)
 	}
 }
+
+// rfc3339 matches a time as the plugins print it.
+var rfc3339 = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 
 // A scale set overprovisioned (Azure's default) is refused at start,
 // naming the setting and the fix.

@@ -117,3 +117,38 @@ func TestStateFileKeepsTheSubscriptionAcrossARestart(t *testing.T) {
 		t.Errorf("the old token and the quota after a restart: %d %v", status, body)
 	}
 }
+
+// Operations that ended over operationRetention ago are pruned when a new
+// one starts, so a long-lived fake's state file does not grow without
+// bound; the operation just started is served.
+func TestFinishedOperationsArePruned(t *testing.T) {
+	defer func(r time.Duration) { operationRetention = r }(operationRetention)
+	operationRetention = 0 // any operation that ended is old enough
+	dir := t.TempDir()
+	c, err := New(Options{StateFile: filepath.Join(dir, "state.json"), Dir: filepath.Join(dir, "disks"), AuthorizedKey: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tok := token(t, c)
+	var asyncs []string
+	for _, n := range []string{"1", "2"} {
+		status, h, _ := call(t, c, http.MethodPatch, setPath(c)+"?api-version="+computeAPIVersion, tok, `{"sku": {"capacity": `+n+`}}`)
+		if status != 200 {
+			t.Fatalf("PATCH: %d", status)
+		}
+		asyncs = append(asyncs, strings.TrimPrefix(h.Get("Azure-AsyncOperation"), c.URL()))
+	}
+	if status, _, _ := call(t, c, http.MethodGet, asyncs[0], tok, ""); status != http.StatusNotFound {
+		t.Errorf("the first operation, ended before the second started: %d; want 404, pruned", status)
+	}
+	if status, _, _ := call(t, c, http.MethodGet, asyncs[1], tok, ""); status != 200 {
+		t.Errorf("the operation just started: %d", status)
+	}
+	c.mu.Lock()
+	n := len(c.ops)
+	c.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d operations kept; want 1", n)
+	}
+}

@@ -225,6 +225,7 @@ func routeShape(rest []string) []string {
 // answers the request that began it with status and body, and the
 // Azure-AsyncOperation, Location and Retry-After headers a poller follows.
 func (c *Cloud) startOperation(w http.ResponseWriter, action string, done time.Time, status int, body any) {
+	c.pruneOperationsLocked(time.Now())
 	id := randomHex(16)
 	op := &operation{name: id, started: time.Now(), done: done}
 	if e, ok := c.failNext[action]; ok {
@@ -237,6 +238,23 @@ func (c *Cloud) startOperation(w http.ResponseWriter, action string, done time.T
 	w.Header().Set("Location", base+"?p="+id+"&monitor=true&api-version="+computeAPIVersion)
 	retryAfter(w.Header(), c.opts.PollInterval)
 	writeJSON(w, status, body)
+}
+
+// operationRetention is how long a finished operation stays pollable.
+// ARM documents no retention for Azure-AsyncOperation URLs; azcore's
+// pollers follow one until it ends, so an hour is far more than a client
+// needs, and pruning keeps a long-lived fake's state file from growing
+// without bound. A variable, so tests can shorten it.
+var operationRetention = time.Hour
+
+// pruneOperationsLocked drops the operations that ended longer than
+// operationRetention ago.
+func (c *Cloud) pruneOperationsLocked(now time.Time) {
+	for id, op := range c.ops {
+		if now.Sub(op.done) > operationRetention {
+			delete(c.ops, id)
+		}
+	}
 }
 
 // serveOperation answers the Azure-AsyncOperation URL with the operation's

@@ -16,10 +16,40 @@ type operation struct {
 	failed                      bool
 }
 
+// operationRetention is how long a finished operation, and the requestId
+// that made it, are kept: the API guarantees a retried requestId is
+// recognised "for at least 60 minutes since the first request" (Compute
+// Engine API reference, the requestId parameter of every mutation). Older
+// ones are pruned, so that a long-lived fake's state file does not grow
+// without bound. A variable, so tests can shorten it.
+var operationRetention = 60 * time.Minute
+
+// pruneOperationsLocked drops the operations finished longer than
+// operationRetention ago, and the requestIds that name them.
+func (c *Cloud) pruneOperationsLocked(now time.Time) {
+	for name, op := range c.ops {
+		if now.Sub(op.doneAt) > operationRetention && now.Sub(op.start) > operationRetention {
+			delete(c.ops, name)
+		}
+	}
+	for req, name := range c.requests {
+		if _, ok := c.ops[name]; !ok {
+			delete(c.requests, req)
+		}
+	}
+}
+
 func (c *Cloud) newOperation(rt route) *operation {
 	now := c.now()
+	c.pruneOperationsLocked(now)
+	// Unique after pruning too: above every kept one and the clock's
+	// microseconds (Google's operation IDs are opaque numbers).
+	id := uint64(now.UnixMicro())
+	for _, op := range c.ops {
+		id = max(id, op.id)
+	}
 	op := &operation{name: "operation-" + strconv.FormatInt(now.UnixMilli(), 10) + "-" + randomHex(8), scope: rt.scope,
-		opType: "compute." + rt.method, target: c.groupLink(), id: uint64(len(c.ops) + 1), start: now, doneAt: now.Add(c.opts.OperationTime)}
+		opType: "compute." + rt.method, target: c.groupLink(), id: id + 1, start: now, doneAt: now.Add(c.opts.OperationTime)}
 	if c.failOps[rt.method] > 0 {
 		c.failOps[rt.method]--
 		op.failed = true

@@ -57,3 +57,31 @@ func TestStateSurvivesARestart(t *testing.T) {
 		t.Errorf("a resize retried with its requestId after the restart was applied again: %+v", g)
 	}
 }
+
+// Finished operations, and the requestIds that made them, are pruned once
+// older than the hour the API guarantees for requestIds, so the state file
+// of a long-lived fake does not grow without bound; a recent one is kept.
+func TestFinishedOperationsArePruned(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)}
+	dir := t.TempDir()
+	opts := Options{Clock: clk.now, OperationTime: time.Second, BootTime: time.Second, Dir: dir, State: filepath.Join(dir, "state.json")}
+	cloud, base := newCloud(t, opts)
+	_, first := call(t, "POST", base+"instanceGroupManagers/berth-ci/resize?size=1&requestId=r1", "test-token", "")
+	clk.add(operationRetention + time.Minute)
+	_, second := call(t, "POST", base+"instanceGroupManagers/berth-ci/resize?size=2&requestId=r2", "test-token", "")
+	if _, op := call(t, "GET", base+"operations/"+url.PathEscape(first["name"].(string)), "test-token", ""); op["err"] == nil {
+		t.Errorf("the operation finished over %s ago is still served: %v", operationRetention, op)
+	}
+	if _, op := call(t, "GET", base+"operations/"+url.PathEscape(second["name"].(string)), "test-token", ""); op["err"] != nil {
+		t.Errorf("the recent operation: %v", op["err"])
+	}
+	cloud.mu.Lock()
+	ops, reqs := len(cloud.ops), len(cloud.requests)
+	cloud.mu.Unlock()
+	if ops != 1 || reqs != 1 {
+		t.Errorf("%d operations and %d requestIds kept; want the recent one of each", ops, reqs)
+	}
+	if second["id"] == first["id"] {
+		t.Errorf("the new operation reuses the pruned one's id %v", first["id"])
+	}
+}

@@ -40,7 +40,7 @@ func (g *Group) vm(ctx context.Context, id string) (string, vmState, error) {
 	}
 	s := stateOf(&resp.VirtualMachineScaleSetVM)
 	if s.power != "running" || s.provisioning == "deleting" {
-		return "", vmState{}, fmt.Errorf("%w: instance %s is %s (provisioning %s), not running", ErrInvalidState, id, s.power, s.provisioning)
+		return "", vmState{}, goingErr(s, fmt.Errorf("%w: instance %s is %s (provisioning %s), not running", ErrInvalidState, id, s.power, s.provisioning))
 	}
 	return num, s, nil
 }

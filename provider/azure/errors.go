@@ -59,6 +59,9 @@ func (g *Group) mapErr(op string, err error) error {
 	// No credential of the chain applies: azidentity's error type for it
 	// is unexported, but its message names the chain.
 	unavailable := strings.Contains(err.Error(), "DefaultAzureCredential") || strings.Contains(err.Error(), "failed to acquire a token")
+	if (errors.As(err, &authErr) || unavailable) && tokenUnreachable(err) {
+		return fmt.Errorf("azure: %s: the token endpoint could not be reached; berth tries again: %w: %w", op, provider.ErrTransient, err)
+	}
 	if errors.As(err, &authErr) || unavailable {
 		return fmt.Errorf("%w for %s: set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (a service principal), give the host a managed identity, or log in with az login: %w", ErrCredentials, op, err)
 	}
@@ -130,4 +133,26 @@ func codeOf(err error) string {
 		return re.ErrorCode
 	}
 	return ""
+}
+
+// unreachableWords are how azidentity's chain and MSAL spell a network
+// failure: they format the transport's error into their message rather
+// than wrap it, so provider.Unreachable cannot always find it.
+var unreachableWords = []string{"connect: connection refused", "connection reset by peer", "i/o timeout", "TLS handshake timeout"}
+
+// tokenUnreachable reports whether a credential error is the token
+// endpoint (Entra ID, the managed identity endpoint) not answering: that
+// passes, unlike a secret Azure refuses, so it is transient, not
+// ErrCredentials, which makes berth exit at start.
+func tokenUnreachable(err error) bool {
+	if provider.Unreachable(err) {
+		return true
+	}
+	msg := err.Error()
+	for _, w := range unreachableWords {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
 }
