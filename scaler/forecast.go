@@ -162,6 +162,7 @@ type arrivals struct {
 	lastExpected [unlikeSlots]float64
 
 	env      envelope             // surprises of the last hour (envelope.go)
+	gaps     buildGaps            // gaps between builds (gaps.go)
 	floors   floorCounts          // arrivals of the last hours (floor.go)
 	stand    [dayKinds]standCache // standing needs (standing.go)
 	expSlot  int                  // week slot whose profiled need is in expected
@@ -359,6 +360,7 @@ func (a *arrivals) record(now time.Time, n int) {
 	}
 	a.roll(now)
 	a.decay(now)
+	a.gaps.add(now, n)
 	a.recent += float64(n) / recentTau.Seconds()
 	a.win.trim(now, a.tierH, a.hotH)
 	for range n {

@@ -162,9 +162,16 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 			expired = 0 // a day unlike its profile keeps its surplus (unlike.go)
 		} else if n, ok := s.arr.expectedJobs(s.now, keep); ok {
 			expired = max(expired, s.pooled-max(s.poolTarget(p), n))
-		} else if s.arr.trust < 1 {
+		} else {
 			t := s.poolTarget(p)
-			expired = min(expired, s.pooled-max(t, min(s.arr.drainDepth(s.now, keep), 2*t)))
+			if s.arr.trust < 1 {
+				expired = min(expired, s.pooled-max(t, min(s.arr.drainDepth(s.now, keep), 2*t)))
+			}
+			// Where builds repeat, the next one is expected soon enough
+			// to use the surplus (gaps.go).
+			if k := s.arr.gapKeep(s.now, keep, t); k > 0 {
+				expired = min(expired, s.pooled-k)
+			}
 		}
 	}
 	n := min(excess, expired, len(cands))
