@@ -59,8 +59,9 @@ const minGaps = 8
 
 // keepGapFactor: a surplus instance is kept while the expected wait for the
 // next build is below keepGapFactor break-even times (see above): 1 is ski
-// rental's break-even.
-const keepGapFactor = 1.0
+// rental's break-even. 0 turns the rule off, as it is: no factor measured
+// kept the table's utilization.
+const keepGapFactor = 0.0
 
 // buildGaps learns the gaps between the starts of builds and their sizes.
 type buildGaps struct {
@@ -119,11 +120,11 @@ func (g *buildGaps) nextBuild(now time.Time) (wait time.Duration, size int, ok b
 
 // gapKeep is how many pooled instances the learned gaps keep past the
 // break-even time: up to the mean build learned beyond the tier's
-// target t, while the next build is expected within keepGapFactor
-// break-even times (keep); 0 when the gaps say nothing.
-func (a *arrivals) gapKeep(now time.Time, keep time.Duration, t int) int {
+// target t, while the next build is expected within factor break-even
+// times (keep); 0 when the gaps say nothing.
+func (a *arrivals) gapKeep(now time.Time, keep time.Duration, t int, factor float64) int {
 	wait, size, ok := a.gaps.nextBuild(now)
-	if !ok || float64(wait) >= keepGapFactor*float64(keep) {
+	if !ok || float64(wait) >= factor*float64(keep) {
 		return 0
 	}
 	return t + size

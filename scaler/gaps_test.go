@@ -59,12 +59,12 @@ func TestGapKeep(t *testing.T) {
 		a.record(t0.Add(time.Duration(i)*6*time.Minute), 20)
 	}
 	last := t0.Add(54 * time.Minute)
-	if k := a.gapKeep(last.Add(time.Minute), 10*time.Minute, 40); k != 60 {
+	if k := a.gapKeep(last.Add(time.Minute), 10*time.Minute, 40, 1); k != 60 {
 		t.Fatalf("gapKeep 1m after a build = %d, want 60", k)
 	}
 	// A break-even time of 4 minutes: the next build (5 minutes away) is
 	// further than it, nothing is kept.
-	if k := a.gapKeep(last.Add(time.Minute), 4*time.Minute, 40); k != 0 {
+	if k := a.gapKeep(last.Add(time.Minute), 4*time.Minute, 40, 1); k != 0 {
 		t.Fatalf("gapKeep with a 4m break-even = %d, want 0", k)
 	}
 }
