@@ -203,10 +203,12 @@ func (s *Scaler) Queued(n int) {
 // long a boot (request to ready) and a tier resume (Resume to ready) take,
 // as seen through the listings: what a waiting job actually waits.
 func (s *Scaler) learnBoot(d time.Duration) {
+	s.learnedTimes++
 	s.bootEst = learn(s.bootEst, d, &s.bootSeen)
 }
 
 func (s *Scaler) learnResume(d time.Duration) {
+	s.learnedTimes++
 	s.resumeEst = learn(s.resumeEst, d, &s.resSeen)
 }
 
