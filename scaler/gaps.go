@@ -24,19 +24,27 @@ import "time"
 // guess of its shape. Office's builds come at exponential gaps of ~15
 // minutes, so the residual stays ~15 minutes whatever the elapsed time.
 //
-// How the rule was chosen (office seeds 1 / 3, one day learned, boot 60 s,
+// How the rule was chosen (office seeds 1–3, one day learned, boot 60 s,
 // resume 10 s, suspended cost 0.1, target 15 s; boots and utilization):
 // keepGapFactor compares the expected wait with keepGapFactor break-even
 // times. At 1, plain ski rental (keep only while the idle cost until the next
-// build is below a boot), office seed 1 boots 2025 instead of 2039 at the
-// same p95 and utilization. Keeping longer does save boots, but on gaps that
+// build is below a boot), office boots 2025 / 2043 / 2032 instead of 2039 /
+// 2055 / 2071 at the same p95, but utilization 0.5822 / 0.5506 / 0.5583
+// instead of 0.5829 / 0.5509 / 0.5619; on the whole table (bench/table.sh,
+// 66 runs) 32 runs lose more than 0.0005 (monorepo −0.005 to −0.009, dst
+// −0.002 to −0.003, office seed 3 −0.004) and no p95 rises (dst seed 3 from empty
+// 21 → 14 s). At 0.5 office seed 3 still loses (0.5611). The surplus kept
+// is not all taken by the next build, and what is taken was paid for by
+// the suspended time before it. Keeping longer does save boots, but on gaps that
 // are exponential (office's: mean 15 minutes, half of them under 10) the
 // expected wait never falls below the break-even time, so every boot saved
-// is paid with more suspended time than the boot costs: at 1.6, 1522 / 1532
-// boots at utilization 0.565 / 0.534 (−0.017 / −0.023); at 3, 1102 / 1164 at
+// is paid with more suspended time than the boot costs (seeds 1 / 3): at
+// 1.6, 1522 / 1532 boots at utilization 0.565 / 0.534 (−0.017 / −0.023); at 3, 1102 / 1164 at
 // 0.557 / 0.534; at 1.6 keeping up to the largest build learned instead of
 // the mean, 1459 / 1455 at 0.549 / 0.525. None of these holds the table's
-// utilization, so the rule stays at 1.
+// utilization, so the rule is off (keepGapFactor 0) and the code stays for
+// a cost model where it pays (a suspended instance much cheaper than 0.1
+// of a running one, or builds that repeat more regularly than at random).
 //
 // Only gaps within busy hours count (at most maxBuildGap: a night or a
 // lunch break is a lull, not a repeat), and past the longest gap learned
