@@ -209,6 +209,9 @@ func (s *Scaler) loadLearned(l *Learned) {
 		g.n = len(l.Gaps) // the ring continues after the oldest-first copy
 		g.start, g.size, g.last = l.BuildStart, l.BuildSize, l.LastArrival
 	}
+	if l.raw == nil {
+		l.raw, _ = json.Marshal((*learnedJSON)(l)) // encoded once, as a snapshot is
+	}
 	s.learned = l
 	s.learnedAt = s.now
 	s.learnedGen = s.learnGen()
