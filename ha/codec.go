@@ -15,6 +15,7 @@ const (
 	keySaved        = "meta/saved"
 	keyPending      = "state/pending"
 	keyArrivals     = "state/arrivals"
+	keyLearned      = "state/learned"
 	dirInstances    = "state/instances/"
 	dirReservations = "state/reservations/"
 	dirEnvs         = "state/environments/"
@@ -65,6 +66,16 @@ func (s *Store) encode(st scaler.State) (map[string]string, error) {
 		}
 		m[s.key(keyArrivals)] = s.arrivalsJSON
 	}
+	if st.Learned != nil {
+		if st.Learned != s.lastLearned {
+			data, err := json.Marshal(st.Learned)
+			if err != nil {
+				return nil, fmt.Errorf("encode learned state: %w", err)
+			}
+			s.lastLearned, s.learnedJSON = st.Learned, string(data)
+		}
+		m[s.key(keyLearned)] = s.learnedJSON
+	}
 	for _, r := range st.Instances {
 		if err := put(dirInstances+r.ID, r); err != nil {
 			return nil, err
@@ -105,6 +116,11 @@ func (s *Store) decodeInto(st *scaler.State, key string, value []byte) error {
 	case rel == keyArrivals:
 		st.Arrivals = new(scaler.ArrivalModel)
 		if err := strictJSON(value, st.Arrivals); err != nil {
+			return bad(err)
+		}
+	case rel == keyLearned:
+		st.Learned = new(scaler.Learned)
+		if err := strictJSON(value, st.Learned); err != nil {
 			return bad(err)
 		}
 	case strings.HasPrefix(rel, dirInstances):

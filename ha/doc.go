@@ -12,6 +12,7 @@
 //	<prefix>meta/saved               present once a state was saved
 //	<prefix>state/pending            pending increases, a JSON list of times
 //	<prefix>state/arrivals           the learned arrival model, JSON
+//	<prefix>state/learned            what the core learned beyond it (scaler.Learned), JSON
 //	<prefix>state/instances/<id>     one scaler.InstanceRecord, JSON
 //	<prefix>state/reservations/<key> one scaler.ReservationRecord, JSON
 //	<prefix>state/environments/<key> one scaler.EnvRecord, JSON

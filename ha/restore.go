@@ -16,7 +16,8 @@ import (
 // jobs beside what runs there.
 
 // forgottenOnRestore are the state's keys that describe instances and
-// what they hold; the arrival model (state/arrivals) is kept.
+// what they hold; the arrival model (state/arrivals) and the learned state
+// (state/learned) are kept.
 var forgottenOnRestore = []string{"state/instances/", "state/reservations/", "state/environments/", "state/pending"}
 
 // checkIdentityOf is Store.CheckIdentity for a caller without a Store.

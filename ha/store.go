@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,9 @@ type Store struct {
 	// core hands the same pointer until the model changes.
 	lastArrivals *scaler.ArrivalModel
 	arrivalsJSON string
+	// lastLearned and learnedJSON cache the learned state's likewise.
+	lastLearned *scaler.Learned
+	learnedJSON string
 	// stats counts what Saves sent to etcd.
 	stats Stats
 	// seenRev is the highest etcd revision this store saw (past.go).
@@ -304,7 +308,7 @@ func (s *Store) Save(st scaler.State) error {
 			return err
 		}
 	}
-	ops := s.diff(want, st.Arrivals == nil)
+	ops := s.diff(want, s.kept(st))
 	if len(ops) == 0 {
 		return nil
 	}
@@ -327,7 +331,7 @@ func (s *Store) Save(st scaler.State) error {
 		return fmt.Errorf("save berth state under %q: %w", s.prefix, ErrFenced)
 	}
 	s.proved(fence, start)
-	s.apply(want, st.Arrivals == nil)
+	s.apply(want, s.kept(st))
 	s.count(ops)
 	return nil
 }
@@ -372,9 +376,23 @@ func (s *Store) current(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
-// diff returns the puts and deletes that turn written into want. With
-// keepArrivals the arrival model is left as it is, as the bbolt store does.
-func (s *Store) diff(want map[string]string, keepArrivals bool) []clientv3.Op {
+// kept is the keys a Save of st leaves as they are when st has no value
+// for them: the arrival model and the learned state, which the core hands
+// over only once it has them, as the bbolt store does.
+func (s *Store) kept(st scaler.State) []string {
+	var k []string
+	if st.Arrivals == nil {
+		k = append(k, s.key(keyArrivals))
+	}
+	if st.Learned == nil {
+		k = append(k, s.key(keyLearned))
+	}
+	return k
+}
+
+// diff returns the puts and deletes that turn written into want, leaving
+// the keys of keep as they are.
+func (s *Store) diff(want map[string]string, keep []string) []clientv3.Op {
 	var ops []clientv3.Op
 	for k, v := range want {
 		if old, ok := s.written[k]; !ok || old != v {
@@ -382,7 +400,7 @@ func (s *Store) diff(want map[string]string, keepArrivals bool) []clientv3.Op {
 		}
 	}
 	for k := range s.written {
-		if _, ok := want[k]; !ok && !(keepArrivals && k == s.key(keyArrivals)) {
+		if _, ok := want[k]; !ok && !slices.Contains(keep, k) {
 			ops = append(ops, clientv3.OpDelete(k))
 		}
 	}
@@ -390,10 +408,12 @@ func (s *Store) diff(want map[string]string, keepArrivals bool) []clientv3.Op {
 }
 
 // apply records a committed Save in written.
-func (s *Store) apply(want map[string]string, keepArrivals bool) {
-	kept, hadArrivals := s.written[s.key(keyArrivals)]
+func (s *Store) apply(want map[string]string, keep []string) {
+	old := s.written
 	s.written = want
-	if keepArrivals && hadArrivals {
-		s.written[s.key(keyArrivals)] = kept
+	for _, k := range keep {
+		if v, ok := old[k]; ok {
+			s.written[k] = v
+		}
 	}
 }

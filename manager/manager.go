@@ -375,8 +375,16 @@ func (m *Manager) restoreCore(ctx context.Context, saved scaler.State, haveSaved
 	if err != nil {
 		return nil, fmt.Errorf("restore state from %s: %w", m.store.Where(), err)
 	}
+	// What the policy learned beyond the profile comes back with it
+	// (scaler/learned.go): the log says how much, and from when.
+	var learnedRuns int
+	var learnedAt string
+	if l := saved.Learned; l != nil {
+		learnedRuns, learnedAt = l.RunsN, l.At.UTC().Format(time.RFC3339)
+	}
 	m.log.Info("restored state", "from", m.store.Where(), "instances", len(saved.Instances),
-		"environments", len(saved.Envs), "pending_increases", len(saved.Pending), "dead_jobs", len(dead))
+		"environments", len(saved.Envs), "pending_increases", len(saved.Pending), "dead_jobs", len(dead),
+		"learned_run_times", learnedRuns, "learned_at", learnedAt)
 	for _, d := range dead {
 		m.log.Warn("job died with the berth that ran it; releasing its slot", "key", d.Key, "instance", d.InstanceID)
 		// Its leftovers must not reach the next job: reset the

@@ -162,6 +162,9 @@ type arrivals struct {
 	lastExpected [unlikeSlots]float64
 
 	env      envelope             // surprises of the last hour (envelope.go)
+	gaps     buildGaps            // gaps between builds (gaps.go)
+	events   int                  // arrivals and releases counted, for learnGen (learned.go)
+	steers   int                  // waits that steered the trust, for learnGen
 	floors   floorCounts          // arrivals of the last hours (floor.go)
 	stand    [dayKinds]standCache // standing needs (standing.go)
 	expSlot  int                  // week slot whose profiled need is in expected
@@ -359,6 +362,8 @@ func (a *arrivals) record(now time.Time, n int) {
 	}
 	a.roll(now)
 	a.decay(now)
+	a.gaps.add(now, n)
+	a.events++
 	a.recent += float64(n) / recentTau.Seconds()
 	a.win.trim(now, a.tierH, a.hotH)
 	for range n {
@@ -401,6 +406,7 @@ func (a *arrivals) decay(now time.Time) {
 func (a *arrivals) release(now time.Time) {
 	a.decay(now)
 	a.releases += 1 / releaseTau.Seconds()
+	a.events++
 	a.win.trim(now, a.tierH, a.hotH)
 	a.win.add(now, -1)
 	a.drain.add(now, -1)

@@ -49,6 +49,7 @@ func (s *Scaler) observeWait(d time.Duration) {
 // it: down by (1 − coverShare) steps for a miss, up by coverShare of a step
 // for a hit, so it rests where coverShare of the jobs miss.
 func (a *arrivals) steer(missed bool) {
+	a.steers++
 	if missed {
 		a.trust -= refillStep * (1 - coverShare)
 	} else {

@@ -181,14 +181,21 @@ type Scaler struct {
 	// arr is the learned arrival pattern; sized the pool sizes chosen from
 	// it for target_wait; bootEst and resumeEst what boots and resumes took.
 	arr *arrivals
-	// runs is how long jobs ran, learned from releases (returns.go); not
-	// persisted: a restarted core relearns it from minDurations releases.
+	// runs is how long jobs ran, learned from releases (returns.go),
+	// persisted with the rest of Learned (learned.go).
 	runs      durations
 	sized     Sized
 	bootEst   time.Duration
 	resumeEst time.Duration
 	bootSeen  bool
 	resSeen   bool
+	// learned is the last snapshot of the learned state for State, taken
+	// at learnedAt when learnGen was learnedGen; learnedTimes counts the
+	// boot and resume times learned (learned.go).
+	learned      *Learned
+	learnedAt    time.Time
+	learnedGen   int
+	learnedTimes int
 
 	// sorted caches the instances by ID while sortedOK (sortedInstances).
 	sorted   []*instance

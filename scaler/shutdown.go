@@ -6,6 +6,7 @@ package scaler
 // leave an instance behind when berth exits (issue 9).
 func (s *Scaler) Shutdown(reason Reason) {
 	s.stopped = true
+	s.snapshotLearned(true) // saved at stop (learned.go)
 	s.DeleteAll(reason)
 }
 
@@ -13,4 +14,8 @@ func (s *Scaler) Shutdown(reason Reason) {
 // stopping and waits for running jobs, so an instance that vanishes now is
 // not replaced and the idle pool is not refilled; booting one would leave a
 // machine that nobody uses once berth exits.
-func (s *Scaler) StopScaleUp() { s.stopped = true }
+// The learned state is snapshotted for the save that follows (learned.go).
+func (s *Scaler) StopScaleUp() {
+	s.stopped = true
+	s.snapshotLearned(true)
+}

@@ -18,6 +18,9 @@ type State struct {
 	// Arrivals is the learned arrival pattern (forecast.go); nil until the
 	// first job arrived.
 	Arrivals *ArrivalModel `json:"arrivals,omitempty"`
+	// Learned is what the core learned beyond the pattern (learned.go),
+	// snapshotted once a minute and at stop; nil until then.
+	Learned *Learned `json:"learned,omitempty"`
 }
 
 // InstanceRecord is one instance in State.
@@ -84,6 +87,7 @@ func (s *Scaler) State() State {
 	if s.arr.learned() {
 		st.Arrivals = s.arr.snapshot()
 	}
+	st.Learned = s.learned
 	return st
 }
 
@@ -167,6 +171,7 @@ func Restore(cfg Config, st State, now time.Time) (*Scaler, []DeadJob, error) {
 	s.pending = append(s.pending, st.Pending...)
 	s.restoredPending = len(s.pending)
 	s.arr.load(st.Arrivals)
+	s.loadLearned(st.Learned)
 	s.dirty = true
 	return s, dead, nil
 }

@@ -23,6 +23,8 @@ func (s *Scaler) Tick() {
 		s.arr.changed = false
 		s.dirty = true
 	}
+	// What the core learned beyond the profile, once a minute (learned.go).
+	s.snapshotLearned(false)
 	s.resize(p)
 	var idle, pooled []*instance
 	for _, in := range s.sortedInstances() {

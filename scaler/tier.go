@@ -162,9 +162,16 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 			expired = 0 // a day unlike its profile keeps its surplus (unlike.go)
 		} else if n, ok := s.arr.expectedJobs(s.now, keep); ok {
 			expired = max(expired, s.pooled-max(s.poolTarget(p), n))
-		} else if s.arr.trust < 1 {
+		} else {
 			t := s.poolTarget(p)
-			expired = min(expired, s.pooled-max(t, min(s.arr.drainDepth(s.now, keep), 2*t)))
+			if s.arr.trust < 1 {
+				expired = min(expired, s.pooled-max(t, min(s.arr.drainDepth(s.now, keep), 2*t)))
+			}
+			// Where builds repeat, the next one is expected soon enough
+			// to use the surplus (gaps.go; off while keepGapFactor is 0).
+			if k := s.arr.gapKeep(s.now, keep, t, keepGapFactor); k > 0 {
+				expired = min(expired, s.pooled-k)
+			}
 		}
 	}
 	n := min(excess, expired, len(cands))
@@ -196,10 +203,12 @@ func (s *Scaler) Queued(n int) {
 // long a boot (request to ready) and a tier resume (Resume to ready) take,
 // as seen through the listings: what a waiting job actually waits.
 func (s *Scaler) learnBoot(d time.Duration) {
+	s.learnedTimes++
 	s.bootEst = learn(s.bootEst, d, &s.bootSeen)
 }
 
 func (s *Scaler) learnResume(d time.Duration) {
+	s.learnedTimes++
 	s.resumeEst = learn(s.resumeEst, d, &s.resSeen)
 }
 

@@ -47,7 +47,9 @@ var (
 	keyPending         = []byte("pending")
 	keySaved           = []byte("saved")
 	// keyArrivals holds the core's learned arrival pattern (scaler.ArrivalModel).
-	keyArrivals   = []byte("arrivals")
+	keyArrivals = []byte("arrivals")
+	// keyLearned holds what the core learned beyond it (scaler.Learned).
+	keyLearned    = []byte("learned")
 	schemaVersion = []byte("1")
 )
 
@@ -63,6 +65,8 @@ type Bolt struct {
 	// lastArrivals is the arrival model written last; the core hands the
 	// same pointer until the model changes.
 	lastArrivals *scaler.ArrivalModel
+	// lastLearned is the learned state written last, likewise.
+	lastLearned *scaler.Learned
 	// written holds the instance and booking records the last committed
 	// Save wrote, by bucket and key, so that an unchanged one is neither
 	// marshalled nor written again; nil after a failed Save.
@@ -180,6 +184,12 @@ func (b *Bolt) Load() (scaler.State, bool, error) {
 				return fmt.Errorf("arrival model: %w", err)
 			}
 		}
+		if v := meta.Get(keyLearned); v != nil {
+			st.Learned = new(scaler.Learned)
+			if err := decode(v, st.Learned); err != nil {
+				return fmt.Errorf("learned state: %w", err)
+			}
+		}
 		if err := each(tx, bucketInstances, func(v []byte) error {
 			var r scaler.InstanceRecord
 			err := decode(v, &r)
@@ -225,6 +235,7 @@ func each(tx *bolt.Tx, name []byte, fn func(v []byte) error) error {
 // Save replaces the saved state in one transaction.
 func (b *Bolt) Save(st scaler.State) error {
 	var saved *scaler.ArrivalModel
+	var learned *scaler.Learned
 	w := &writer{last: b.written, next: make(map[string]any, len(st.Instances)+len(st.Reservations))}
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
@@ -246,6 +257,17 @@ func (b *Bolt) Save(st scaler.State) error {
 				return err
 			}
 			saved = st.Arrivals
+		}
+		// The learned state likewise: a new snapshot at most once a minute.
+		if st.Learned != nil && st.Learned != b.lastLearned {
+			data, err := encode(st.Learned)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyLearned, data); err != nil {
+				return err
+			}
+			learned = st.Learned
 		}
 		if err := meta.Put(keySaved, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 			return err
@@ -270,6 +292,9 @@ func (b *Bolt) Save(st scaler.State) error {
 	}
 	if saved != nil {
 		b.lastArrivals = saved
+	}
+	if learned != nil {
+		b.lastLearned = learned
 	}
 	b.written = w.next
 	return nil

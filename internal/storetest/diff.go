@@ -25,6 +25,7 @@ func Diff(got, want scaler.State) string {
 	cmp("environments", sorted(got.Envs), sorted(want.Envs))
 	cmp("pending", times(got.Pending), times(want.Pending))
 	cmp("arrivals", got.Arrivals, want.Arrivals)
+	cmp("learned", got.Learned, want.Learned)
 	return strings.Join(out, "; ")
 }
 

@@ -32,6 +32,8 @@ func full() scaler.State {
 		Envs:         []scaler.EnvRecord{{Key: "e1", InstanceID: "i1", State: []byte("saved"), ParkedAt: now}},
 		Pending:      []time.Time{now},
 		Arrivals:     &scaler.ArrivalModel{DayRate: []float64{0.5}, DayBurst: []float64{40}, DaySeen: []int{3}},
+		Learned: &scaler.Learned{At: now, Runs: []float64{0, 3.5}, RunsN: 4, Trust: 0.7, BootEstimate: time.Minute,
+			Envelope: []scaler.EnvelopeMinute{{Minute: 29481960, Tier: 30, Hot: 2}}},
 	}
 }
 
@@ -71,6 +73,7 @@ func Run(t *testing.T, b Backend) {
 			Reservations: nil,
 			Envs:         []scaler.EnvRecord{{Key: "e2", InstanceID: "i2", State: []byte("other"), ParkedAt: now}},
 			Arrivals:     &scaler.ArrivalModel{DayRate: []float64{1}, DayBurst: []float64{2}, DaySeen: []int{4}},
+			Learned:      &scaler.Learned{At: now.Add(time.Minute), RunsN: 5, Trust: 0.2},
 		}
 		if err := s.Save(next); err != nil {
 			t.Fatal(err)
@@ -82,8 +85,9 @@ func Run(t *testing.T, b Backend) {
 		if err := s.Save(scaler.State{}); err != nil {
 			t.Fatal(err)
 		}
-		// The arrival model is kept when the core has none to hand over.
-		mustLoad(t, s, scaler.State{Arrivals: next.Arrivals})
+		// The arrival model and the learned state are kept when the core
+		// has none to hand over.
+		mustLoad(t, s, scaler.State{Arrivals: next.Arrivals, Learned: next.Learned})
 	})
 	t.Run("saving the same state twice changes nothing", func(t *testing.T) {
 		s := b.Open(t)
