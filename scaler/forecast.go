@@ -162,7 +162,6 @@ type arrivals struct {
 	lastExpected [unlikeSlots]float64
 
 	env      envelope             // surprises of the last hour (envelope.go)
-	gaps     buildGaps            // gaps between builds (gaps.go)
 	events   int                  // arrivals and releases counted, for learnGen (learned.go)
 	steers   int                  // waits that steered the trust, for learnGen
 	floors   floorCounts          // arrivals of the last hours (floor.go)
@@ -362,7 +361,6 @@ func (a *arrivals) record(now time.Time, n int) {
 	}
 	a.roll(now)
 	a.decay(now)
-	a.gaps.add(now, n)
 	a.events++
 	a.recent += float64(n) / recentTau.Seconds()
 	a.win.trim(now, a.tierH, a.hotH)

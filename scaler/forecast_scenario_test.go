@@ -25,7 +25,6 @@ import (
 //	expect at=Tue-02:05 [within=10m] how many more jobs the profile expects (expectedJobs), if it can tell
 //	drain at=Tue-10:20 [within=10m]  how deep the pool is drawn within the break-even time (drainDepth)
 //	unlike at=Wed-11:00              the last hour's arrivals against the profile's (unlike.go)
-//	nextbuild at=Tue-10:12 [target=40]  the expected wait for the next build and the surplus kept at factor 1 (gaps.go)
 func TestForecastScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/forecast", func(t *testing.T, path string) {
 		a := newArrivals(nil)
@@ -134,17 +133,6 @@ func forecastCmd(a *arrivals, d *datadriven.TestData) (string, error) {
 			verdict = "unlike"
 		}
 		return fmt.Sprintf("%s its profile: %d arrivals in the last hour, %.0f expected\n", verdict, n, exp), nil
-	case "nextbuild":
-		var t int
-		if _, err := fmt.Sscan(arg("target", "0"), &t); err != nil {
-			return "", err
-		}
-		wait, size, ok := a.gaps.nextBuild(at)
-		if !ok {
-			return "no build expected: the pool's surplus goes at the break-even time\n", nil
-		}
-		return fmt.Sprintf("next build in %s (mean build %d); keep %d pooled past 10m\n",
-			wait.Round(time.Second), size, a.gapKeep(at, 10*time.Minute, t, 1)), nil
 	case "forecast":
 		lead, err := dur("lead", "2m")
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 // trust (thousands of jobs to move), the boot and resume times seen, the
 // last hours' arrivals (the floor for random arrivals counts eight hours,
 // the check for a day unlike its profile one), the slot being counted, the
-// envelope of surprises of the last 90 minutes and the gaps between builds.
+// envelope of surprises of the last 90 minutes.
 // A berth restarted for an upgrade at 10:00 forgot the morning's surprise
 // and held no floor until hours later. Learned carries them.
 //
@@ -54,15 +54,6 @@ type Learned struct {
 	Floors []SlotArrivals `json:"floors,omitempty"`
 	// Slot is the slot being counted and the last hour's slots (unlike.go).
 	Slot *CountedSlot `json:"slot,omitempty"`
-	// Gaps are the gaps between the starts of builds and their sizes, oldest
-	// first, GapsN how many were learned, and BuildStart, BuildSize and
-	// LastArrival the build under way (gaps.go).
-	Gaps        []time.Duration `json:"gaps,omitempty"`
-	GapSizes    []int           `json:"gap_sizes,omitempty"`
-	GapsN       int             `json:"gaps_n,omitempty"`
-	BuildStart  time.Time       `json:"build_start,omitzero"`
-	BuildSize   int             `json:"build_size,omitempty"`
-	LastArrival time.Time       `json:"last_arrival,omitzero"`
 
 	raw []byte // the JSON, encoded once when the snapshot was taken
 }
@@ -155,14 +146,6 @@ func (s *Scaler) snapshotLearned(force bool) {
 		}
 		l.Slot = cs
 	}
-	g2 := &a.gaps
-	k := min(g2.n, gapMemory)
-	for j := range k {
-		i := (g2.n - k + j) % gapMemory // oldest first
-		l.Gaps = append(l.Gaps, g2.gaps[i])
-		l.GapSizes = append(l.GapSizes, g2.sizes[i])
-	}
-	l.GapsN, l.BuildStart, l.BuildSize, l.LastArrival = g2.n, g2.start, g2.size, g2.last
 	l.raw, _ = json.Marshal((*learnedJSON)(l)) // numbers, times and slices of them always encode
 	s.learned = l
 	s.dirty = true
@@ -200,14 +183,6 @@ func (s *Scaler) loadLearned(l *Learned) {
 		a.prev = need{Tier: cs.Prev[0], Hot: cs.Prev[1], Drain: cs.Prev[2]}
 		copy(a.lastCounts[:], cs.LastCounts) // a.folds is 0: index 0 is the oldest
 		copy(a.lastExpected[:], cs.LastExpected)
-	}
-	if len(l.Gaps) == len(l.GapSizes) && len(l.Gaps) <= gapMemory && l.GapsN >= len(l.Gaps) {
-		g := &a.gaps
-		for j := range l.Gaps {
-			g.gaps[j], g.sizes[j] = l.Gaps[j], l.GapSizes[j]
-		}
-		g.n = len(l.Gaps) // the ring continues after the oldest-first copy
-		g.start, g.size, g.last = l.BuildStart, l.BuildSize, l.LastArrival
 	}
 	if l.raw == nil {
 		l.raw, _ = json.Marshal((*learnedJSON)(l)) // encoded once, as a snapshot is

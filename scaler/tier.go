@@ -167,11 +167,6 @@ func (s *Scaler) expirePooled(cands []*instance, p policy.Policy) {
 			if s.arr.trust < 1 {
 				expired = min(expired, s.pooled-max(t, min(s.arr.drainDepth(s.now, keep), 2*t)))
 			}
-			// Where builds repeat, the next one is expected soon enough
-			// to use the surplus (gaps.go; off while keepGapFactor is 0).
-			if k := s.arr.gapKeep(s.now, keep, t, keepGapFactor); k > 0 {
-				expired = min(expired, s.pooled-k)
-			}
 		}
 	}
 	n := min(excess, expired, len(cands))
