@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 
 	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/scaler"
@@ -12,7 +13,8 @@ import (
 // that worked, so that the core drops the increases restored from the
 // store that never reached the provider (scaler.ObserveRequested). A
 // failed read is tried again after the next listing; meanwhile the core
-// writes them off by itself after scaler.RestoredListingTimeout. Only
+// writes them off by itself after scaler.RestoredListingTimeout, as it does
+// when the provider cannot say (provider.ErrRequestedSizeUnknown). Only
 // update calls it, one listing at a time.
 func (f *Fleet) settleRestored(ctx context.Context) {
 	rs, ok := f.opts.Provider.(provider.RequestedSizer)
@@ -20,6 +22,13 @@ func (f *Fleet) settleRestored(ctx context.Context) {
 		return
 	}
 	n, err := rs.RequestedSize(ctx)
+	if errors.Is(err, provider.ErrRequestedSizeUnknown) {
+		// A plugin without the call, or a wrapper around a provider
+		// without it: asking again would get the same answer.
+		f.sized = true
+		f.log.Debug("the provider does not say what size it was asked for; increases pending from before the restart are settled by the listings", "err", err)
+		return
+	}
 	if err != nil {
 		f.log.Warn("cannot read the provider's requested size; increases pending from before the restart are settled by the next listings", "err", err)
 		return

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,5 +72,52 @@ func TestRestoredPhantomIncreasesAreSettledByTheRequestedSize(t *testing.T) {
 	}
 	if p := f.Counts().Pending; p > 0 {
 		t.Errorf("%d increases still pending once the job runs", p)
+	}
+}
+
+// unsizedGroup implements RequestedSizer but cannot say, as the plugin host
+// and the metrics wrapper do for a provider without the call.
+type unsizedGroup struct {
+	*sim.Group
+	calls    *atomic.Int32
+	listings chan struct{}
+}
+
+func (g unsizedGroup) Update(ctx context.Context, fn func(string, provider.State)) error {
+	err := g.Group.Update(ctx, fn)
+	select {
+	case g.listings <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+func (g unsizedGroup) RequestedSize(context.Context) (int, error) {
+	g.calls.Add(1)
+	return 0, fmt.Errorf("plugin x: %w", provider.ErrRequestedSizeUnknown)
+}
+
+// A provider that says it cannot tell its requested size is asked once, not
+// after every listing: the answer would be the same, and each call would
+// cost a round trip to the plugin and a warning.
+func TestAnUnknownRequestedSizeIsAskedOnce(t *testing.T) {
+	now := time.Now()
+	core, _, err := scaler.Restore(onDemand(0), scaler.State{Pending: []time.Time{now}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := unsizedGroup{sim.New(sim.Config{BootTime: 50 * time.Millisecond}, time.Now), new(atomic.Int32), make(chan struct{})}
+	f := New(core, Options{Provider: g, UpdateInterval: 5 * time.Millisecond, TickInterval: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	for range 5 { // the listing after the one that asked has settled it
+		<-g.listings
+	}
+	cancel()
+	<-done
+	if n := g.calls.Load(); n != 1 {
+		t.Errorf("RequestedSize called %d times over 5 listings; want once", n)
 	}
 }

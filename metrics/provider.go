@@ -11,7 +11,7 @@ import (
 
 // providerMethods are the provider calls berth times, pre-initialised so a
 // dashboard shows 0 rather than no series before the first call.
-var providerMethods = []string{"init", "update", "increase", "decrease", "connect_info", "heartbeat", "shutdown", "suspend", "resume", "recycle"}
+var providerMethods = []string{"init", "update", "increase", "decrease", "connect_info", "heartbeat", "shutdown", "suspend", "resume", "recycle", "requested_size"}
 
 func newProviderCollectors() (*prometheus.HistogramVec, *prometheus.CounterVec) {
 	calls := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -31,7 +31,10 @@ func newProviderCollectors() (*prometheus.HistogramVec, *prometheus.CounterVec) 
 // Meter wraps g so that every call to it is timed and its errors counted.
 // The wrapper implements exactly the optional interfaces (Suspender,
 // Notifier, Recycler) that g does, because berth finds a provider's
-// capabilities by type assertion.
+// capabilities by type assertion. RequestedSizer is the exception: every
+// wrapper has RequestedSize, which answers provider.ErrRequestedSizeUnknown
+// when g lacks it, so that the fleet, which takes that answer as "cannot
+// say", needs no fourth dimension in the switch below.
 func (m *Metrics) Meter(g provider.InstanceGroup) provider.InstanceGroup {
 	b := &meteredGroup{g: g, m: m}
 	s, isS := g.(provider.Suspender)
@@ -136,6 +139,19 @@ func (w *meteredGroup) Heartbeat(ctx context.Context, id string) error {
 	err := w.g.Heartbeat(ctx, id)
 	w.m.record("heartbeat", start, err)
 	return err
+}
+
+// RequestedSize implements provider.RequestedSizer for every provider: g's
+// answer, timed, or provider.ErrRequestedSizeUnknown when g keeps none.
+func (w *meteredGroup) RequestedSize(ctx context.Context) (int, error) {
+	rs, ok := w.g.(provider.RequestedSizer)
+	if !ok {
+		return 0, provider.ErrRequestedSizeUnknown
+	}
+	start := time.Now()
+	n, err := rs.RequestedSize(ctx)
+	w.m.record("requested_size", start, err)
+	return n, err
 }
 
 func (w *meteredGroup) Shutdown(ctx context.Context) error {

@@ -83,3 +83,29 @@ func TestMeterTimesCallsAndCountsErrorsByMethod(t *testing.T) {
 		}
 	}
 }
+
+type sizedGroup struct{ group }
+
+func (sizedGroup) RequestedSize(context.Context) (int, error) { return 4, nil }
+
+// The metered provider answers RequestedSize whatever it wraps: the
+// wrapped provider's size, timed, or provider.ErrRequestedSizeUnknown for
+// one that keeps none, which the fleet takes as "cannot say". Before, the
+// wrapper hid the capability, so the fleet never asked a cloud plugin.
+func TestMeterPassesTheRequestedSize(t *testing.T) {
+	m := New(noCounts)
+	ctx := context.Background()
+	rs, ok := m.Meter(sizedGroup{}).(provider.RequestedSizer)
+	if !ok {
+		t.Fatal("the metered provider hides RequestedSize")
+	}
+	if n, err := rs.RequestedSize(ctx); n != 4 || err != nil {
+		t.Errorf("RequestedSize = %d, %v; want the provider's 4", n, err)
+	}
+	if !strings.Contains(scrape(t, m), `berth_provider_call_duration_seconds_count{method="requested_size"} 1`) {
+		t.Error("RequestedSize was not timed")
+	}
+	if _, err := m.Meter(group{}).(provider.RequestedSizer).RequestedSize(ctx); !errors.Is(err, provider.ErrRequestedSizeUnknown) {
+		t.Errorf("RequestedSize of a provider without it = %v; want ErrRequestedSizeUnknown", err)
+	}
+}

@@ -64,6 +64,11 @@ type Capabilities struct {
 	// "Restart"). A provider whose instances are few and kept (a static
 	// list of hosts) leaves it false.
 	Disposable bool `json:"disposable"`
+	// RequestedSize is true when the provider implements RequestedSizer
+	// and can answer it. As with Recycle, a type that implements the
+	// interface for a backend that may not keep such a number (an external
+	// plugin) says here whether it does.
+	RequestedSize bool `json:"requested_size"`
 }
 
 // Info describes an initialised instance group.
@@ -195,11 +200,22 @@ type Notifier interface {
 // reached the provider from those lost with the previous process, which
 // would otherwise count toward max_instances until
 // instance_acquire_timeout (issue 43).
+//
+// A provider that implements RequestedSizer sets Capabilities.RequestedSize.
 type RequestedSizer interface {
 	// RequestedSize returns how many instances the group was asked for
-	// in all, the ones being deleted left out.
+	// in all, the ones being deleted left out. An error that wraps
+	// ErrRequestedSizeUnknown says the provider cannot tell (a plugin that
+	// predates the call, a wrapper around a provider without it): berth
+	// asks no more and writes the restored increases off by its listings.
+	// Any other error is taken as transient and the call made again after
+	// the next listing.
 	RequestedSize(ctx context.Context) (int, error)
 }
+
+// ErrRequestedSizeUnknown is wrapped by RequestedSize when the provider
+// keeps no requested size, so that berth stops asking for it.
+var ErrRequestedSizeUnknown = errors.New("the provider does not say how many instances its group was asked for")
 
 // Recycler is the optional capability of providers that can reset an
 // instance between two jobs, so that nothing one job left behind (processes,

@@ -3,11 +3,13 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/berth-ci/berth/provider"
 	"github.com/berth-ci/berth/sdk"
 )
 
@@ -148,5 +150,58 @@ func TestDisposableCrossesTheProtocol(t *testing.T) {
 	}
 	if info.Capabilities.Disposable {
 		t.Errorf("Info.Capabilities = %+v; want not disposable from a group that does not claim it", info.Capabilities)
+	}
+}
+
+// sized is a cloud's group: it keeps the number of instances it was asked
+// for, and says so.
+type sized struct {
+	pool
+	claim bool
+	err   error
+}
+
+func (g *sized) Init(ctx context.Context, s sdk.Settings) (sdk.Info, error) {
+	info, err := g.pool.Init(ctx, s)
+	info.Capabilities.RequestedSize = g.claim
+	return info, err
+}
+
+func (g *sized) RequestedSize(context.Context) (int, error) { return 3, g.err }
+
+// TestRequestedSizeCrossesTheProtocol: the size and the capability reach the
+// host as the group gives them; a transient cloud error stays transient
+// (the host asks again after its next listing); a group without the call,
+// which answers exactly as a plugin built before the call existed
+// (UNIMPLEMENTED), reads as provider.ErrRequestedSizeUnknown, so the host
+// asks no more and settles the restored increases by its listings.
+func TestRequestedSizeCrossesTheProtocol(t *testing.T) {
+	ctx := context.Background()
+	settings := sdk.Settings{Config: []byte(`{"zone":"a"}`), StateDir: "/state"}
+	c := connect(t, &sized{claim: true})
+	info, err := c.Init(ctx, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Capabilities.RequestedSize {
+		t.Errorf("Info.Capabilities = %+v; want requested_size, which the group claims and implements", info.Capabilities)
+	}
+	if n, err := c.RequestedSize(ctx); n != 3 || err != nil {
+		t.Errorf("RequestedSize = %d, %v; want 3", n, err)
+	}
+
+	info, err = connect(t, &sized{}).Init(ctx, settings)
+	if err != nil || info.Capabilities.RequestedSize {
+		t.Errorf("Info.Capabilities = %+v, %v; want no requested_size from a group that does not claim it", info.Capabilities, err)
+	}
+
+	c = connect(t, &sized{claim: true, err: fmt.Errorf("instanceGroupManagers.get: 503: %w", provider.ErrTransient)})
+	if _, err := c.RequestedSize(ctx); !errors.Is(err, provider.ErrTransient) || errors.Is(err, provider.ErrRequestedSizeUnknown) {
+		t.Errorf("RequestedSize on a cloud answering 503 = %v; want ErrTransient", err)
+	}
+
+	c = connect(t, &pool{})
+	if _, err := c.RequestedSize(ctx); !errors.Is(err, sdk.ErrRequestedSizeUnsupported) || !errors.Is(err, provider.ErrRequestedSizeUnknown) {
+		t.Errorf("RequestedSize on a group without it = %v; want ErrRequestedSizeUnsupported, an ErrRequestedSizeUnknown", err)
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 // GRPCPlugin is the go-plugin glue of protocol version 1: on the plugin side
 // it serves Impl, on the host side it returns a client that implements
-// InstanceGroup and Suspender and offers Recycle and Watch. Plugin authors
+// InstanceGroup and Suspender and offers Recycle, Watch and RequestedSize. Plugin authors
 // need not use it; Serve does.
 type GRPCPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
@@ -50,6 +50,11 @@ var ErrRecycleUnsupported = errors.New("the provider plugin does not support rec
 // ErrNotifyUnsupported is returned by Client.Watch when the plugin's group
 // cannot report state changes, or the plugin predates Watch.
 var ErrNotifyUnsupported = errors.New("the provider plugin does not report state changes")
+
+// ErrRequestedSizeUnsupported is returned by Client.RequestedSize when the
+// plugin's group keeps no requested size, or the plugin predates the call.
+// It wraps provider.ErrRequestedSizeUnknown, so berth asks no more.
+var ErrRequestedSizeUnsupported = fmt.Errorf("%w (the provider plugin does not serve RequestedSize)", provider.ErrRequestedSizeUnknown)
 
 // server adapts an InstanceGroup to the gRPC service. A panic in the group
 // becomes an error of that call (with the stack in the plugin's log) rather
@@ -109,13 +114,15 @@ func (s *server) Init(ctx context.Context, r *pb.InitRequest) (_ *pb.InitRespons
 	_, canSuspend := s.impl.(Suspender)
 	_, canNotify := s.impl.(Notifier)
 	_, canRecycle := s.impl.(Recycler)
+	_, canSize := s.impl.(RequestedSizer)
 	return &pb.InitResponse{Id: info.ID, MaxSize: int64(info.MaxSize), Version: info.Version,
 		Capabilities: &pb.Capabilities{
 			Suspend: info.Capabilities.Suspend && canSuspend,
 			Notify:  info.Capabilities.Notify && canNotify,
 			Recycle: info.Capabilities.Recycle && canRecycle,
 			// A claim about the instances, not a method: nothing to check.
-			Disposable: info.Capabilities.Disposable,
+			Disposable:    info.Capabilities.Disposable,
+			RequestedSize: info.Capabilities.RequestedSize && canSize,
 		}}, nil
 }
 
@@ -217,6 +224,19 @@ func (s *server) Recycle(ctx context.Context, r *pb.InstanceRequest) (_ *pb.Empt
 	return &pb.Empty{}, nil
 }
 
+func (s *server) RequestedSize(ctx context.Context, _ *pb.Empty) (_ *pb.RequestedSizeResponse, err error) {
+	rs, ok := s.impl.(RequestedSizer)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, ErrRequestedSizeUnsupported.Error())
+	}
+	defer guard("RequestedSize", &err)
+	n, err := rs.RequestedSize(ctx)
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	return &pb.RequestedSizeResponse{Size: int64(n)}, nil
+}
+
 // watchBuffer is how many notifications a Watch stream may fall behind
 // before further ones are dropped: the group's Notify callback must return
 // at once, and a dropped hint costs latency only.
@@ -300,6 +320,8 @@ func callErr(method string, err error) error {
 				return ErrRecycleUnsupported
 			case "Watch":
 				return ErrNotifyUnsupported
+			case "RequestedSize":
+				return ErrRequestedSizeUnsupported
 			}
 		case codes.DeadlineExceeded:
 			return fmt.Errorf("%s: %w", st.Message(), context.DeadlineExceeded)
@@ -328,7 +350,7 @@ func (c *Client) Init(ctx context.Context, s Settings) (Info, error) {
 	caps := r.GetCapabilities()
 	return Info{ID: r.GetId(), MaxSize: int(r.GetMaxSize()), Version: r.GetVersion(),
 		Capabilities: Capabilities{Suspend: caps.GetSuspend(), Notify: caps.GetNotify(), Recycle: caps.GetRecycle(),
-			Disposable: caps.GetDisposable()}}, nil
+			Disposable: caps.GetDisposable(), RequestedSize: caps.GetRequestedSize()}}, nil
 }
 
 // ErrCheckUnsupported is returned by Client.CheckConfig when the plugin
@@ -426,6 +448,18 @@ func (c *Client) Resume(ctx context.Context, ids []string) ([]string, error) {
 func (c *Client) Recycle(ctx context.Context, id string) error {
 	_, err := c.rpc.Recycle(ctx, &pb.InstanceRequest{Id: id})
 	return callErr("Recycle", err)
+}
+
+// RequestedSize asks the plugin how many instances its group was asked for
+// (see provider.RequestedSizer). It returns ErrRequestedSizeUnsupported
+// when the plugin cannot say: its group keeps no such number, or the
+// plugin predates the call and answers UNIMPLEMENTED.
+func (c *Client) RequestedSize(ctx context.Context) (int, error) {
+	r, err := c.rpc.RequestedSize(ctx, &pb.Empty{})
+	if err != nil {
+		return 0, callErr("RequestedSize", err)
+	}
+	return int(r.GetSize()), nil
 }
 
 // Watch opens the plugin's notification stream and calls fn for each

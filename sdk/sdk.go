@@ -1,6 +1,6 @@
 // Package sdk is what a berth provider plugin is built with: implement
-// InstanceGroup (and optionally Suspender, Notifier and Recycler) and call
-// Serve from main.
+// InstanceGroup (and optionally Suspender, Notifier, Recycler and
+// RequestedSizer) and call Serve from main.
 //
 //	func main() {
 //		sdk.Serve(&myGroup{})
@@ -47,6 +47,15 @@ type Notifier = provider.Notifier
 // it must also set Info.Capabilities.Recycle; berth then resets an instance
 // with one slot after every job.
 type Recycler = provider.Recycler
+
+// RequestedSizer is the optional capability of a group that keeps the
+// number of instances it was asked for, as a cloud's group does (see
+// provider.RequestedSizer). A plugin whose group implements it must also
+// set Info.Capabilities.RequestedSize; berth then reads it once after a
+// restart and drops at once the increases it had pending that never
+// reached the cloud, instead of counting them toward max_instances for
+// two minutes.
+type RequestedSizer = provider.RequestedSizer
 
 // Settings is what Init receives: the provider_config as JSON, a state
 // directory and the host paths instances must never see.

@@ -107,6 +107,9 @@ type Cloud struct {
 	port   int
 	ownDir bool
 	saKey  *rsa.PrivateKey
+	// holds are the calls that never arrive (hold.go), apart from mu,
+	// which a held call must not take.
+	holds holds
 
 	mu        sync.Mutex
 	group     group

@@ -39,7 +39,9 @@
 // Tests inject faults with Throttle, Deny, FailOperations, Preempt and
 // Stockout (creation failures as Google reports them: the resize DONE, the
 // members listed CREATING with no id and the error in lastAttempt;
-// stockout.go), and inspect the project with Group, Instance and Calls.
+// stockout.go), and Hold a method's calls on their way (a call that never
+// arrives: dropped with no effect when its caller goes away; hold.go), and
+// inspect the project with Group, Instance and Calls.
 // CreationLag lists a new instance with no id before it exists;
 // AgentDelay delays the host keys in its guest attributes after boot.
 package gcpfake

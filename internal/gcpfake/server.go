@@ -114,6 +114,9 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if !c.wait(r, rt.method) {
+		return // never arrived
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.saveLocked() // before the unlock

@@ -145,7 +145,8 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		MaxSize: int(aws.ToInt32(grp.MaxSize)),
 		Version: Version,
 		// Disposable: one Auto Scaling instance is as good as another.
-		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true},
+		// RequestedSize: the group's desired capacity (requested.go).
+		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true, RequestedSize: true},
 	}, nil
 }
 

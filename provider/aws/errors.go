@@ -36,9 +36,15 @@ var (
 	ErrInvalidState = errors.New("aws: instance is in the wrong state")
 	// ErrUnsupported: the group cannot suspend, or suspend is not enabled.
 	ErrUnsupported = errors.New("aws: suspend is not supported")
-	// ErrUnreachable: AWS could not be reached, or kept answering 5xx,
-	// after the SDK's retries. It wraps provider.ErrTransient.
+	// ErrUnreachable: AWS could not be reached after the SDK's retries.
+	// It wraps provider.ErrTransient.
 	ErrUnreachable = errors.New("aws: AWS API unreachable")
+	// ErrServer: AWS answered, but kept failing the call with a server
+	// error (HTTP 5xx other than a throttle: AWS's side, not berth's
+	// request, the network nor a rate limit) after the SDK's retries. It
+	// wraps provider.ErrTransient (issue 43: a 5xx burst on the
+	// connection details was named as something else).
+	ErrServer = errors.New("aws: the AWS API failed with a server error")
 	// ErrQuota: an EC2 quota (vCPUs, Spot requests) refused the
 	// instances; wraps provider.ErrQuota and provider.ErrTransient.
 	ErrQuota = fmt.Errorf("aws: instance launch refused: %w", provider.ErrQuota)
@@ -79,7 +85,13 @@ func mapErr(err error) error {
 	var ae smithy.APIError
 	var re *smithyhttp.ResponseError
 	throttled := errors.As(err, &ae) && throttleCode(ae.ErrorCode())
-	if !throttled && (provider.Unreachable(err) || (errors.As(err, &re) && re.HTTPStatusCode() >= 500)) {
+	if !throttled && errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
+		// AWS documents 5xx as its own failure, to be retried
+		// ("Error retries and exponential backoff in AWS",
+		// https://docs.aws.amazon.com/general/latest/gr/api-retries.html).
+		return fmt.Errorf("%w: %s answered HTTP %d even after the SDK's retries; berth tries again. If it persists, see the AWS Health Dashboard: %w: %w", ErrServer, op, re.HTTPStatusCode(), provider.ErrTransient, err)
+	}
+	if !throttled && provider.Unreachable(err) {
 		return fmt.Errorf("%w: %s: %w; berth tries again. Check that the endpoint (AWS's, or provider_config's endpoint) is reachable from this host: %w", ErrUnreachable, op, provider.ErrTransient, err)
 	}
 	if !errors.As(err, &ae) {

@@ -2,10 +2,13 @@ package aws
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/berth-ci/berth/provider"
 )
@@ -48,5 +51,37 @@ func TestMapErr(t *testing.T) {
 	}
 	if mapErr(nil) != nil {
 		t.Error("mapErr(nil) is not nil")
+	}
+}
+
+// A 5xx from AWS (here on the connection details' DescribeInstances) is
+// named as AWS's failure, transient, and neither a throttle, a quota nor an
+// unreachable endpoint (issue 43, item 6); a 503 that says
+// RequestLimitExceeded stays a throttle.
+func TestServerErrorIsNamed(t *testing.T) {
+	resp := func(status int, code string) error {
+		return &smithy.OperationError{ServiceID: "EC2", OperationName: "DescribeInstances", Err: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+			Err:      &smithy.GenericAPIError{Code: code, Message: "We encountered an internal error. Please try again."},
+		}}
+	}
+	for _, status := range []int{500, 502, 503, 504} {
+		got := mapErr(resp(status, "InternalError"))
+		if !errors.Is(got, ErrServer) || !errors.Is(got, provider.ErrTransient) || !strings.Contains(got.Error(), fmt.Sprint(status)) {
+			t.Errorf("mapErr(HTTP %d) = %v; want ErrServer, transient, naming the status", status, got)
+		}
+		for _, wrong := range []error{ErrThrottled, ErrUnreachable, provider.ErrQuota} {
+			if errors.Is(got, wrong) {
+				t.Errorf("mapErr(HTTP %d) = %v; it is not %v", status, got, wrong)
+			}
+		}
+		for _, word := range []string{"rate", "quota", "reachable"} {
+			if strings.Contains(strings.ToLower(got.Error()), word) {
+				t.Errorf("mapErr(HTTP %d) = %q; it says %q", status, got, word)
+			}
+		}
+	}
+	if got := mapErr(resp(503, "RequestLimitExceeded")); !errors.Is(got, ErrThrottled) || errors.Is(got, ErrServer) {
+		t.Errorf("mapErr(503 RequestLimitExceeded) = %v; want ErrThrottled", got)
 	}
 }

@@ -217,7 +217,8 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		MaxSize: g.maxSize,
 		Version: Version,
 		// Disposable: one scale set instance is as good as another.
-		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true},
+		// RequestedSize: the scale set's capacity (requested.go).
+		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true, RequestedSize: true},
 	}, nil
 }
 

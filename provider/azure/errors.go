@@ -37,6 +37,12 @@ var (
 	ErrCredentials = errors.New("azure: no valid Azure credentials")
 	// ErrThrottled: Azure kept throttling the call after the SDK's retries.
 	ErrThrottled = errors.New("azure: API request rate exceeded")
+	// ErrServer: Azure answered, but kept failing the call with a server
+	// error (HTTP 5xx: Azure's side, not berth's request, the network nor a
+	// rate limit) after the SDK's retries. It wraps provider.ErrTransient
+	// (issue 43: a 5xx burst on the connection details was named as
+	// something else).
+	ErrServer = errors.New("azure: the Azure API failed with a server error")
 	// ErrUnknownInstance: no instance with that ID in the set.
 	ErrUnknownInstance = errors.New("azure: unknown instance")
 	// ErrInvalidState: the instance is in a state the call cannot act on.
@@ -66,8 +72,14 @@ func (g *Group) mapErr(op string, err error) error {
 		return fmt.Errorf("%w for %s: set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (a service principal), give the host a managed identity, or log in with az login: %w", ErrCredentials, op, err)
 	}
 	var re *azcore.ResponseError
-	if provider.Unreachable(err) || (errors.As(err, &re) && re.StatusCode >= 500) {
-		return fmt.Errorf("azure: %s: Azure could not be reached or answered %s after the SDK's retries; berth tries again: %w: %w", op, unreachableStatus(re), provider.ErrTransient, err)
+	if errors.As(err, &re) && re.StatusCode >= 500 {
+		// Azure documents 5xx as its own failure, to be retried
+		// ("Retry guidance for Azure services",
+		// https://learn.microsoft.com/en-us/azure/architecture/best-practices/retry-service-specific).
+		return fmt.Errorf("%w: %s answered HTTP %d (%s) even after the SDK's retries; berth tries again. If it persists, see Azure's status page: %w: %w", ErrServer, op, re.StatusCode, re.ErrorCode, provider.ErrTransient, err)
+	}
+	if provider.Unreachable(err) {
+		return fmt.Errorf("azure: %s: Azure could not be reached after the SDK's retries; berth tries again: %w: %w", op, provider.ErrTransient, err)
 	}
 	if !errors.As(err, &re) {
 		return fmt.Errorf("azure: %s: %w", op, err)
@@ -107,15 +119,6 @@ func (g *Group) mapErr(op string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidState, op, err)
 	}
 	return fmt.Errorf("azure: %s: %w", op, err)
-}
-
-// unreachableStatus names the 5xx status an unreachable call ended with,
-// or the failure to connect.
-func unreachableStatus(re *azcore.ResponseError) string {
-	if re == nil {
-		return "nothing"
-	}
-	return fmt.Sprint(re.StatusCode)
 }
 
 // deref returns *p, or def when p is nil.

@@ -157,7 +157,8 @@ func (g *Group) Init(ctx context.Context, s provider.Settings) (provider.Info, e
 		MaxSize: cfg.MaxSize,
 		Version: Version,
 		// Disposable: one managed instance is as good as another.
-		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true},
+		// RequestedSize: the group's target size (requested.go).
+		Capabilities: provider.Capabilities{Suspend: cfg.Suspend, Disposable: true, RequestedSize: true},
 	}, nil
 }
 

@@ -174,8 +174,8 @@ echo left > /tmp/left; echo left > /dev/shm/left`)
 }
 
 // TestPluginWithoutCapabilitiesIsLikeABuiltInWithout: a plugin that claims
-// neither notify nor recycle (sim) reports both unsupported and never
-// calls the Notify function; nothing fails.
+// neither notify, recycle nor requested_size (sim) reports them
+// unsupported and never calls the Notify function; nothing fails.
 func TestPluginWithoutCapabilitiesIsLikeABuiltInWithout(t *testing.T) {
 	g, _ := open(t, simPlugin, "sim", "", nil)
 	if c := g.Info().Capabilities; c.Notify || c.Recycle {
@@ -202,6 +202,14 @@ func TestPluginWithoutCapabilitiesIsLikeABuiltInWithout(t *testing.T) {
 	err := g.Recycle(context.Background(), id)
 	if !errors.Is(err, sdk.ErrRecycleUnsupported) || !strings.Contains(err.Error(), "sim") {
 		t.Errorf("Recycle = %v; want ErrRecycleUnsupported naming the plugin", err)
+	}
+	// No requested size either: the fleet takes this answer as "cannot
+	// say" and asks no more.
+	if g.Info().Capabilities.RequestedSize {
+		t.Errorf("Info.Capabilities = %+v; want no requested_size", g.Info().Capabilities)
+	}
+	if _, err := g.RequestedSize(context.Background()); !errors.Is(err, provider.ErrRequestedSizeUnknown) || !strings.Contains(err.Error(), "sim") {
+		t.Errorf("RequestedSize = %v; want ErrRequestedSizeUnknown naming the plugin", err)
 	}
 }
 

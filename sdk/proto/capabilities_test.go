@@ -30,3 +30,22 @@ func TestDisposableIsFieldFour(t *testing.T) {
 		t.Errorf("an old plugin's capabilities = %+v, %v; want suspend and recycle, not disposable", &got, err)
 	}
 }
+
+// TestRequestedSizeIsFieldFive pins the wire form of
+// Capabilities.requested_size, as TestDisposableIsFieldFour does for its
+// neighbour: a plugin from before the field reads as not claiming it.
+func TestRequestedSizeIsFieldFive(t *testing.T) {
+	b, err := proto.Marshal(&Capabilities{RequestedSize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tag (5<<3 | varint) = 0x28, then true.
+	if want := []byte{0x28, 0x01}; !bytes.Equal(b, want) {
+		t.Errorf("Capabilities{RequestedSize: true} = % x; want % x", b, want)
+	}
+	old := []byte{0x08, 0x01, 0x20, 0x01} // suspend and disposable
+	var got Capabilities
+	if err := proto.Unmarshal(old, &got); err != nil || !got.GetDisposable() || got.GetRequestedSize() {
+		t.Errorf("an old plugin's capabilities = %+v, %v; want disposable, not requested_size", &got, err)
+	}
+}

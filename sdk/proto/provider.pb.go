@@ -5,9 +5,9 @@
 // porting one is mechanical: Init(settings) -> info, Update -> listing,
 // Increase(n) -> created, Decrease(ids) -> removed, ConnectInfo(id),
 // Heartbeat(id), Suspend/Resume(ids) (may be unsupported), Shutdown.
-// Recycle(id) and Watch were added within version 1: a plugin that does not
-// know them answers UNIMPLEMENTED and does not claim their capabilities,
-// which the host takes as "unsupported".
+// Recycle(id), Watch and RequestedSize were added within version 1: a
+// plugin that does not know them answers UNIMPLEMENTED and does not claim
+// their capabilities, which the host takes as "unsupported".
 //
 // Compatibility: fields are only ever added. A change that old hosts or old
 // plugins cannot understand gets a new protocol version (sdk.ProtocolVersion)
@@ -44,6 +44,51 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RequestedSizeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// size is the number of instances the group was asked for.
+	Size          int64 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestedSizeResponse) Reset() {
+	*x = RequestedSizeResponse{}
+	mi := &file_provider_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestedSizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestedSizeResponse) ProtoMessage() {}
+
+func (x *RequestedSizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestedSizeResponse.ProtoReflect.Descriptor instead.
+func (*RequestedSizeResponse) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RequestedSizeResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 type CheckConfigRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// config_json is [autoscaler.provider_config] as a JSON object.
@@ -54,7 +99,7 @@ type CheckConfigRequest struct {
 
 func (x *CheckConfigRequest) Reset() {
 	*x = CheckConfigRequest{}
-	mi := &file_provider_proto_msgTypes[0]
+	mi := &file_provider_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -66,7 +111,7 @@ func (x *CheckConfigRequest) String() string {
 func (*CheckConfigRequest) ProtoMessage() {}
 
 func (x *CheckConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[0]
+	mi := &file_provider_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -79,7 +124,7 @@ func (x *CheckConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConfigRequest.ProtoReflect.Descriptor instead.
 func (*CheckConfigRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{0}
+	return file_provider_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *CheckConfigRequest) GetConfigJson() []byte {
@@ -102,7 +147,7 @@ type CheckConfigResponse struct {
 
 func (x *CheckConfigResponse) Reset() {
 	*x = CheckConfigResponse{}
-	mi := &file_provider_proto_msgTypes[1]
+	mi := &file_provider_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +159,7 @@ func (x *CheckConfigResponse) String() string {
 func (*CheckConfigResponse) ProtoMessage() {}
 
 func (x *CheckConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[1]
+	mi := &file_provider_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +172,7 @@ func (x *CheckConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConfigResponse.ProtoReflect.Descriptor instead.
 func (*CheckConfigResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{1}
+	return file_provider_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CheckConfigResponse) GetProblems() []*ConfigProblem {
@@ -156,7 +201,7 @@ type ConfigProblem struct {
 
 func (x *ConfigProblem) Reset() {
 	*x = ConfigProblem{}
-	mi := &file_provider_proto_msgTypes[2]
+	mi := &file_provider_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -168,7 +213,7 @@ func (x *ConfigProblem) String() string {
 func (*ConfigProblem) ProtoMessage() {}
 
 func (x *ConfigProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[2]
+	mi := &file_provider_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,7 +226,7 @@ func (x *ConfigProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigProblem.ProtoReflect.Descriptor instead.
 func (*ConfigProblem) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{2}
+	return file_provider_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ConfigProblem) GetKey() string {
@@ -206,7 +251,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +263,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +276,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{3}
+	return file_provider_proto_rawDescGZIP(), []int{4}
 }
 
 type InitRequest struct {
@@ -250,7 +295,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +307,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +320,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{4}
+	return file_provider_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InitRequest) GetConfigJson() []byte {
@@ -312,14 +357,18 @@ type Capabilities struct {
 	// recycle, then replaces it rather than hand it a job. Added within
 	// version 1: an older plugin leaves it false, and the host adopts such an
 	// instance as it is.
-	Disposable    bool `protobuf:"varint,4,opt,name=disposable,proto3" json:"disposable,omitempty"`
+	Disposable bool `protobuf:"varint,4,opt,name=disposable,proto3" json:"disposable,omitempty"`
+	// requested_size: the plugin serves RequestedSize. Added within version
+	// 1: an older plugin leaves it false, and the host settles the increases
+	// restored after a restart by its listings alone.
+	RequestedSize bool `protobuf:"varint,5,opt,name=requested_size,json=requestedSize,proto3" json:"requested_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Capabilities) Reset() {
 	*x = Capabilities{}
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +380,7 @@ func (x *Capabilities) String() string {
 func (*Capabilities) ProtoMessage() {}
 
 func (x *Capabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +393,7 @@ func (x *Capabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capabilities.ProtoReflect.Descriptor instead.
 func (*Capabilities) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{5}
+	return file_provider_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Capabilities) GetSuspend() bool {
@@ -375,6 +424,13 @@ func (x *Capabilities) GetDisposable() bool {
 	return false
 }
 
+func (x *Capabilities) GetRequestedSize() bool {
+	if x != nil {
+		return x.RequestedSize
+	}
+	return false
+}
+
 type Notification struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -386,7 +442,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +454,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +467,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Notification) GetId() string {
@@ -440,7 +496,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +508,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +521,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InitResponse) GetId() string {
@@ -504,7 +560,7 @@ type UpdateRequest struct {
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +572,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +585,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_proto_rawDescGZIP(), []int{9}
 }
 
 type Instance struct {
@@ -544,7 +600,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +612,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +625,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Instance) GetId() string {
@@ -595,7 +651,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +663,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +676,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateResponse) GetInstances() []*Instance {
@@ -639,7 +695,7 @@ type IncreaseRequest struct {
 
 func (x *IncreaseRequest) Reset() {
 	*x = IncreaseRequest{}
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +707,7 @@ func (x *IncreaseRequest) String() string {
 func (*IncreaseRequest) ProtoMessage() {}
 
 func (x *IncreaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +720,7 @@ func (x *IncreaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncreaseRequest.ProtoReflect.Descriptor instead.
 func (*IncreaseRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IncreaseRequest) GetN() int64 {
@@ -686,7 +742,7 @@ type IncreaseResponse struct {
 
 func (x *IncreaseResponse) Reset() {
 	*x = IncreaseResponse{}
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +754,7 @@ func (x *IncreaseResponse) String() string {
 func (*IncreaseResponse) ProtoMessage() {}
 
 func (x *IncreaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +767,7 @@ func (x *IncreaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncreaseResponse.ProtoReflect.Descriptor instead.
 func (*IncreaseResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IncreaseResponse) GetCreated() int64 {
@@ -737,7 +793,7 @@ type IDsRequest struct {
 
 func (x *IDsRequest) Reset() {
 	*x = IDsRequest{}
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +805,7 @@ func (x *IDsRequest) String() string {
 func (*IDsRequest) ProtoMessage() {}
 
 func (x *IDsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +818,7 @@ func (x *IDsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDsRequest.ProtoReflect.Descriptor instead.
 func (*IDsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IDsRequest) GetIds() []string {
@@ -784,7 +840,7 @@ type IDsResponse struct {
 
 func (x *IDsResponse) Reset() {
 	*x = IDsResponse{}
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +852,7 @@ func (x *IDsResponse) String() string {
 func (*IDsResponse) ProtoMessage() {}
 
 func (x *IDsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +865,7 @@ func (x *IDsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDsResponse.ProtoReflect.Descriptor instead.
 func (*IDsResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{14}
+	return file_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IDsResponse) GetAccepted() []string {
@@ -835,7 +891,7 @@ type InstanceRequest struct {
 
 func (x *InstanceRequest) Reset() {
 	*x = InstanceRequest{}
-	mi := &file_provider_proto_msgTypes[15]
+	mi := &file_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +903,7 @@ func (x *InstanceRequest) String() string {
 func (*InstanceRequest) ProtoMessage() {}
 
 func (x *InstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[15]
+	mi := &file_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +916,7 @@ func (x *InstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceRequest.ProtoReflect.Descriptor instead.
 func (*InstanceRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{15}
+	return file_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InstanceRequest) GetId() string {
@@ -888,7 +944,7 @@ type ConnectInfoResponse struct {
 
 func (x *ConnectInfoResponse) Reset() {
 	*x = ConnectInfoResponse{}
-	mi := &file_provider_proto_msgTypes[16]
+	mi := &file_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +956,7 @@ func (x *ConnectInfoResponse) String() string {
 func (*ConnectInfoResponse) ProtoMessage() {}
 
 func (x *ConnectInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[16]
+	mi := &file_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +969,7 @@ func (x *ConnectInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectInfoResponse.ProtoReflect.Descriptor instead.
 func (*ConnectInfoResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{16}
+	return file_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConnectInfoResponse) GetId() string {
@@ -969,7 +1025,9 @@ var File_provider_proto protoreflect.FileDescriptor
 
 const file_provider_proto_rawDesc = "" +
 	"\n" +
-	"\x0eprovider.proto\x12\x11berth.provider.v1\"5\n" +
+	"\x0eprovider.proto\x12\x11berth.provider.v1\"+\n" +
+	"\x15RequestedSizeResponse\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x03R\x04size\"5\n" +
 	"\x12CheckConfigRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\"q\n" +
@@ -984,14 +1042,15 @@ const file_provider_proto_rawDesc = "" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x1b\n" +
 	"\tstate_dir\x18\x02 \x01(\tR\bstateDir\x12\x18\n" +
-	"\aprivate\x18\x03 \x03(\tR\aprivate\"z\n" +
+	"\aprivate\x18\x03 \x03(\tR\aprivate\"\xa1\x01\n" +
 	"\fCapabilities\x12\x18\n" +
 	"\asuspend\x18\x01 \x01(\bR\asuspend\x12\x16\n" +
 	"\x06notify\x18\x02 \x01(\bR\x06notify\x12\x18\n" +
 	"\arecycle\x18\x03 \x01(\bR\arecycle\x12\x1e\n" +
 	"\n" +
 	"disposable\x18\x04 \x01(\bR\n" +
-	"disposable\"4\n" +
+	"disposable\x12%\n" +
+	"\x0erequested_size\x18\x05 \x01(\bR\rrequestedSize\"4\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"\x98\x01\n" +
@@ -1027,7 +1086,7 @@ const file_provider_proto_rawDesc = "" +
 	"\vprivate_key\x18\x05 \x01(\fR\n" +
 	"privateKey\x12\x0e\n" +
 	"\x02os\x18\x06 \x01(\tR\x02os\x12\x12\n" +
-	"\x04arch\x18\a \x01(\tR\x04arch2\xad\a\n" +
+	"\x04arch\x18\a \x01(\tR\x04arch2\x82\b\n" +
 	"\rInstanceGroup\x12G\n" +
 	"\x04Init\x12\x1e.berth.provider.v1.InitRequest\x1a\x1f.berth.provider.v1.InitResponse\x12M\n" +
 	"\x06Update\x12 .berth.provider.v1.UpdateRequest\x1a!.berth.provider.v1.UpdateResponse\x12S\n" +
@@ -1040,7 +1099,8 @@ const file_provider_proto_rawDesc = "" +
 	"\bShutdown\x12\x18.berth.provider.v1.Empty\x1a\x18.berth.provider.v1.Empty\x12G\n" +
 	"\aRecycle\x12\".berth.provider.v1.InstanceRequest\x1a\x18.berth.provider.v1.Empty\x12D\n" +
 	"\x05Watch\x12\x18.berth.provider.v1.Empty\x1a\x1f.berth.provider.v1.Notification0\x01\x12\\\n" +
-	"\vCheckConfig\x12%.berth.provider.v1.CheckConfigRequest\x1a&.berth.provider.v1.CheckConfigResponseB%Z#github.com/berth-ci/berth/sdk/protob\x06proto3"
+	"\vCheckConfig\x12%.berth.provider.v1.CheckConfigRequest\x1a&.berth.provider.v1.CheckConfigResponse\x12S\n" +
+	"\rRequestedSize\x12\x18.berth.provider.v1.Empty\x1a(.berth.provider.v1.RequestedSizeResponseB%Z#github.com/berth-ci/berth/sdk/protob\x06proto3"
 
 var (
 	file_provider_proto_rawDescOnce sync.Once
@@ -1054,56 +1114,59 @@ func file_provider_proto_rawDescGZIP() []byte {
 	return file_provider_proto_rawDescData
 }
 
-var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_provider_proto_goTypes = []any{
-	(*CheckConfigRequest)(nil),  // 0: berth.provider.v1.CheckConfigRequest
-	(*CheckConfigResponse)(nil), // 1: berth.provider.v1.CheckConfigResponse
-	(*ConfigProblem)(nil),       // 2: berth.provider.v1.ConfigProblem
-	(*Empty)(nil),               // 3: berth.provider.v1.Empty
-	(*InitRequest)(nil),         // 4: berth.provider.v1.InitRequest
-	(*Capabilities)(nil),        // 5: berth.provider.v1.Capabilities
-	(*Notification)(nil),        // 6: berth.provider.v1.Notification
-	(*InitResponse)(nil),        // 7: berth.provider.v1.InitResponse
-	(*UpdateRequest)(nil),       // 8: berth.provider.v1.UpdateRequest
-	(*Instance)(nil),            // 9: berth.provider.v1.Instance
-	(*UpdateResponse)(nil),      // 10: berth.provider.v1.UpdateResponse
-	(*IncreaseRequest)(nil),     // 11: berth.provider.v1.IncreaseRequest
-	(*IncreaseResponse)(nil),    // 12: berth.provider.v1.IncreaseResponse
-	(*IDsRequest)(nil),          // 13: berth.provider.v1.IDsRequest
-	(*IDsResponse)(nil),         // 14: berth.provider.v1.IDsResponse
-	(*InstanceRequest)(nil),     // 15: berth.provider.v1.InstanceRequest
-	(*ConnectInfoResponse)(nil), // 16: berth.provider.v1.ConnectInfoResponse
+	(*RequestedSizeResponse)(nil), // 0: berth.provider.v1.RequestedSizeResponse
+	(*CheckConfigRequest)(nil),    // 1: berth.provider.v1.CheckConfigRequest
+	(*CheckConfigResponse)(nil),   // 2: berth.provider.v1.CheckConfigResponse
+	(*ConfigProblem)(nil),         // 3: berth.provider.v1.ConfigProblem
+	(*Empty)(nil),                 // 4: berth.provider.v1.Empty
+	(*InitRequest)(nil),           // 5: berth.provider.v1.InitRequest
+	(*Capabilities)(nil),          // 6: berth.provider.v1.Capabilities
+	(*Notification)(nil),          // 7: berth.provider.v1.Notification
+	(*InitResponse)(nil),          // 8: berth.provider.v1.InitResponse
+	(*UpdateRequest)(nil),         // 9: berth.provider.v1.UpdateRequest
+	(*Instance)(nil),              // 10: berth.provider.v1.Instance
+	(*UpdateResponse)(nil),        // 11: berth.provider.v1.UpdateResponse
+	(*IncreaseRequest)(nil),       // 12: berth.provider.v1.IncreaseRequest
+	(*IncreaseResponse)(nil),      // 13: berth.provider.v1.IncreaseResponse
+	(*IDsRequest)(nil),            // 14: berth.provider.v1.IDsRequest
+	(*IDsResponse)(nil),           // 15: berth.provider.v1.IDsResponse
+	(*InstanceRequest)(nil),       // 16: berth.provider.v1.InstanceRequest
+	(*ConnectInfoResponse)(nil),   // 17: berth.provider.v1.ConnectInfoResponse
 }
 var file_provider_proto_depIdxs = []int32{
-	2,  // 0: berth.provider.v1.CheckConfigResponse.problems:type_name -> berth.provider.v1.ConfigProblem
-	5,  // 1: berth.provider.v1.InitResponse.capabilities:type_name -> berth.provider.v1.Capabilities
-	9,  // 2: berth.provider.v1.UpdateResponse.instances:type_name -> berth.provider.v1.Instance
-	4,  // 3: berth.provider.v1.InstanceGroup.Init:input_type -> berth.provider.v1.InitRequest
-	8,  // 4: berth.provider.v1.InstanceGroup.Update:input_type -> berth.provider.v1.UpdateRequest
-	11, // 5: berth.provider.v1.InstanceGroup.Increase:input_type -> berth.provider.v1.IncreaseRequest
-	13, // 6: berth.provider.v1.InstanceGroup.Decrease:input_type -> berth.provider.v1.IDsRequest
-	15, // 7: berth.provider.v1.InstanceGroup.ConnectInfo:input_type -> berth.provider.v1.InstanceRequest
-	15, // 8: berth.provider.v1.InstanceGroup.Heartbeat:input_type -> berth.provider.v1.InstanceRequest
-	13, // 9: berth.provider.v1.InstanceGroup.Suspend:input_type -> berth.provider.v1.IDsRequest
-	13, // 10: berth.provider.v1.InstanceGroup.Resume:input_type -> berth.provider.v1.IDsRequest
-	3,  // 11: berth.provider.v1.InstanceGroup.Shutdown:input_type -> berth.provider.v1.Empty
-	15, // 12: berth.provider.v1.InstanceGroup.Recycle:input_type -> berth.provider.v1.InstanceRequest
-	3,  // 13: berth.provider.v1.InstanceGroup.Watch:input_type -> berth.provider.v1.Empty
-	0,  // 14: berth.provider.v1.InstanceGroup.CheckConfig:input_type -> berth.provider.v1.CheckConfigRequest
-	7,  // 15: berth.provider.v1.InstanceGroup.Init:output_type -> berth.provider.v1.InitResponse
-	10, // 16: berth.provider.v1.InstanceGroup.Update:output_type -> berth.provider.v1.UpdateResponse
-	12, // 17: berth.provider.v1.InstanceGroup.Increase:output_type -> berth.provider.v1.IncreaseResponse
-	14, // 18: berth.provider.v1.InstanceGroup.Decrease:output_type -> berth.provider.v1.IDsResponse
-	16, // 19: berth.provider.v1.InstanceGroup.ConnectInfo:output_type -> berth.provider.v1.ConnectInfoResponse
-	3,  // 20: berth.provider.v1.InstanceGroup.Heartbeat:output_type -> berth.provider.v1.Empty
-	14, // 21: berth.provider.v1.InstanceGroup.Suspend:output_type -> berth.provider.v1.IDsResponse
-	14, // 22: berth.provider.v1.InstanceGroup.Resume:output_type -> berth.provider.v1.IDsResponse
-	3,  // 23: berth.provider.v1.InstanceGroup.Shutdown:output_type -> berth.provider.v1.Empty
-	3,  // 24: berth.provider.v1.InstanceGroup.Recycle:output_type -> berth.provider.v1.Empty
-	6,  // 25: berth.provider.v1.InstanceGroup.Watch:output_type -> berth.provider.v1.Notification
-	1,  // 26: berth.provider.v1.InstanceGroup.CheckConfig:output_type -> berth.provider.v1.CheckConfigResponse
-	15, // [15:27] is the sub-list for method output_type
-	3,  // [3:15] is the sub-list for method input_type
+	3,  // 0: berth.provider.v1.CheckConfigResponse.problems:type_name -> berth.provider.v1.ConfigProblem
+	6,  // 1: berth.provider.v1.InitResponse.capabilities:type_name -> berth.provider.v1.Capabilities
+	10, // 2: berth.provider.v1.UpdateResponse.instances:type_name -> berth.provider.v1.Instance
+	5,  // 3: berth.provider.v1.InstanceGroup.Init:input_type -> berth.provider.v1.InitRequest
+	9,  // 4: berth.provider.v1.InstanceGroup.Update:input_type -> berth.provider.v1.UpdateRequest
+	12, // 5: berth.provider.v1.InstanceGroup.Increase:input_type -> berth.provider.v1.IncreaseRequest
+	14, // 6: berth.provider.v1.InstanceGroup.Decrease:input_type -> berth.provider.v1.IDsRequest
+	16, // 7: berth.provider.v1.InstanceGroup.ConnectInfo:input_type -> berth.provider.v1.InstanceRequest
+	16, // 8: berth.provider.v1.InstanceGroup.Heartbeat:input_type -> berth.provider.v1.InstanceRequest
+	14, // 9: berth.provider.v1.InstanceGroup.Suspend:input_type -> berth.provider.v1.IDsRequest
+	14, // 10: berth.provider.v1.InstanceGroup.Resume:input_type -> berth.provider.v1.IDsRequest
+	4,  // 11: berth.provider.v1.InstanceGroup.Shutdown:input_type -> berth.provider.v1.Empty
+	16, // 12: berth.provider.v1.InstanceGroup.Recycle:input_type -> berth.provider.v1.InstanceRequest
+	4,  // 13: berth.provider.v1.InstanceGroup.Watch:input_type -> berth.provider.v1.Empty
+	1,  // 14: berth.provider.v1.InstanceGroup.CheckConfig:input_type -> berth.provider.v1.CheckConfigRequest
+	4,  // 15: berth.provider.v1.InstanceGroup.RequestedSize:input_type -> berth.provider.v1.Empty
+	8,  // 16: berth.provider.v1.InstanceGroup.Init:output_type -> berth.provider.v1.InitResponse
+	11, // 17: berth.provider.v1.InstanceGroup.Update:output_type -> berth.provider.v1.UpdateResponse
+	13, // 18: berth.provider.v1.InstanceGroup.Increase:output_type -> berth.provider.v1.IncreaseResponse
+	15, // 19: berth.provider.v1.InstanceGroup.Decrease:output_type -> berth.provider.v1.IDsResponse
+	17, // 20: berth.provider.v1.InstanceGroup.ConnectInfo:output_type -> berth.provider.v1.ConnectInfoResponse
+	4,  // 21: berth.provider.v1.InstanceGroup.Heartbeat:output_type -> berth.provider.v1.Empty
+	15, // 22: berth.provider.v1.InstanceGroup.Suspend:output_type -> berth.provider.v1.IDsResponse
+	15, // 23: berth.provider.v1.InstanceGroup.Resume:output_type -> berth.provider.v1.IDsResponse
+	4,  // 24: berth.provider.v1.InstanceGroup.Shutdown:output_type -> berth.provider.v1.Empty
+	4,  // 25: berth.provider.v1.InstanceGroup.Recycle:output_type -> berth.provider.v1.Empty
+	7,  // 26: berth.provider.v1.InstanceGroup.Watch:output_type -> berth.provider.v1.Notification
+	2,  // 27: berth.provider.v1.InstanceGroup.CheckConfig:output_type -> berth.provider.v1.CheckConfigResponse
+	0,  // 28: berth.provider.v1.InstanceGroup.RequestedSize:output_type -> berth.provider.v1.RequestedSizeResponse
+	16, // [16:29] is the sub-list for method output_type
+	3,  // [3:16] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1120,7 +1183,7 @@ func file_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_proto_rawDesc), len(file_provider_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -5,9 +5,9 @@
 // porting one is mechanical: Init(settings) -> info, Update -> listing,
 // Increase(n) -> created, Decrease(ids) -> removed, ConnectInfo(id),
 // Heartbeat(id), Suspend/Resume(ids) (may be unsupported), Shutdown.
-// Recycle(id) and Watch were added within version 1: a plugin that does not
-// know them answers UNIMPLEMENTED and does not claim their capabilities,
-// which the host takes as "unsupported".
+// Recycle(id), Watch and RequestedSize were added within version 1: a
+// plugin that does not know them answers UNIMPLEMENTED and does not claim
+// their capabilities, which the host takes as "unsupported".
 //
 // Compatibility: fields are only ever added. A change that old hosts or old
 // plugins cannot understand gets a new protocol version (sdk.ProtocolVersion)
@@ -42,18 +42,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	InstanceGroup_Init_FullMethodName        = "/berth.provider.v1.InstanceGroup/Init"
-	InstanceGroup_Update_FullMethodName      = "/berth.provider.v1.InstanceGroup/Update"
-	InstanceGroup_Increase_FullMethodName    = "/berth.provider.v1.InstanceGroup/Increase"
-	InstanceGroup_Decrease_FullMethodName    = "/berth.provider.v1.InstanceGroup/Decrease"
-	InstanceGroup_ConnectInfo_FullMethodName = "/berth.provider.v1.InstanceGroup/ConnectInfo"
-	InstanceGroup_Heartbeat_FullMethodName   = "/berth.provider.v1.InstanceGroup/Heartbeat"
-	InstanceGroup_Suspend_FullMethodName     = "/berth.provider.v1.InstanceGroup/Suspend"
-	InstanceGroup_Resume_FullMethodName      = "/berth.provider.v1.InstanceGroup/Resume"
-	InstanceGroup_Shutdown_FullMethodName    = "/berth.provider.v1.InstanceGroup/Shutdown"
-	InstanceGroup_Recycle_FullMethodName     = "/berth.provider.v1.InstanceGroup/Recycle"
-	InstanceGroup_Watch_FullMethodName       = "/berth.provider.v1.InstanceGroup/Watch"
-	InstanceGroup_CheckConfig_FullMethodName = "/berth.provider.v1.InstanceGroup/CheckConfig"
+	InstanceGroup_Init_FullMethodName          = "/berth.provider.v1.InstanceGroup/Init"
+	InstanceGroup_Update_FullMethodName        = "/berth.provider.v1.InstanceGroup/Update"
+	InstanceGroup_Increase_FullMethodName      = "/berth.provider.v1.InstanceGroup/Increase"
+	InstanceGroup_Decrease_FullMethodName      = "/berth.provider.v1.InstanceGroup/Decrease"
+	InstanceGroup_ConnectInfo_FullMethodName   = "/berth.provider.v1.InstanceGroup/ConnectInfo"
+	InstanceGroup_Heartbeat_FullMethodName     = "/berth.provider.v1.InstanceGroup/Heartbeat"
+	InstanceGroup_Suspend_FullMethodName       = "/berth.provider.v1.InstanceGroup/Suspend"
+	InstanceGroup_Resume_FullMethodName        = "/berth.provider.v1.InstanceGroup/Resume"
+	InstanceGroup_Shutdown_FullMethodName      = "/berth.provider.v1.InstanceGroup/Shutdown"
+	InstanceGroup_Recycle_FullMethodName       = "/berth.provider.v1.InstanceGroup/Recycle"
+	InstanceGroup_Watch_FullMethodName         = "/berth.provider.v1.InstanceGroup/Watch"
+	InstanceGroup_CheckConfig_FullMethodName   = "/berth.provider.v1.InstanceGroup/CheckConfig"
+	InstanceGroup_RequestedSize_FullMethodName = "/berth.provider.v1.InstanceGroup/RequestedSize"
 )
 
 // InstanceGroupClient is the client API for InstanceGroup service.
@@ -89,6 +90,15 @@ type InstanceGroupClient interface {
 	// older plugin answers UNIMPLEMENTED, and the host then says the config is
 	// checked only when berth starts the plugin.
 	CheckConfig(ctx context.Context, in *CheckConfigRequest, opts ...grpc.CallOption) (*CheckConfigResponse, error)
+	// RequestedSize answers how many instances the group was asked for in
+	// all, the ones being deleted left out (a GCP managed instance group's
+	// target size, an AWS Auto Scaling group's desired capacity, an Azure
+	// scale set's capacity). The host reads it once after a restart, to drop
+	// the increases it had pending that never reached the cloud. Added within
+	// version 1: UNIMPLEMENTED when the group keeps no such number or the
+	// plugin predates the call; capabilities.requested_size says whether it
+	// can, and a host without it waits for its listings instead.
+	RequestedSize(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*RequestedSizeResponse, error)
 }
 
 type instanceGroupClient struct {
@@ -228,6 +238,16 @@ func (c *instanceGroupClient) CheckConfig(ctx context.Context, in *CheckConfigRe
 	return out, nil
 }
 
+func (c *instanceGroupClient) RequestedSize(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*RequestedSizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestedSizeResponse)
+	err := c.cc.Invoke(ctx, InstanceGroup_RequestedSize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InstanceGroupServer is the server API for InstanceGroup service.
 // All implementations must embed UnimplementedInstanceGroupServer
 // for forward compatibility.
@@ -261,6 +281,15 @@ type InstanceGroupServer interface {
 	// older plugin answers UNIMPLEMENTED, and the host then says the config is
 	// checked only when berth starts the plugin.
 	CheckConfig(context.Context, *CheckConfigRequest) (*CheckConfigResponse, error)
+	// RequestedSize answers how many instances the group was asked for in
+	// all, the ones being deleted left out (a GCP managed instance group's
+	// target size, an AWS Auto Scaling group's desired capacity, an Azure
+	// scale set's capacity). The host reads it once after a restart, to drop
+	// the increases it had pending that never reached the cloud. Added within
+	// version 1: UNIMPLEMENTED when the group keeps no such number or the
+	// plugin predates the call; capabilities.requested_size says whether it
+	// can, and a host without it waits for its listings instead.
+	RequestedSize(context.Context, *Empty) (*RequestedSizeResponse, error)
 	mustEmbedUnimplementedInstanceGroupServer()
 }
 
@@ -306,6 +335,9 @@ func (UnimplementedInstanceGroupServer) Watch(*Empty, grpc.ServerStreamingServer
 }
 func (UnimplementedInstanceGroupServer) CheckConfig(context.Context, *CheckConfigRequest) (*CheckConfigResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckConfig not implemented")
+}
+func (UnimplementedInstanceGroupServer) RequestedSize(context.Context, *Empty) (*RequestedSizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestedSize not implemented")
 }
 func (UnimplementedInstanceGroupServer) mustEmbedUnimplementedInstanceGroupServer() {}
 func (UnimplementedInstanceGroupServer) testEmbeddedByValue()                       {}
@@ -537,6 +569,24 @@ func _InstanceGroup_CheckConfig_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InstanceGroup_RequestedSize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InstanceGroupServer).RequestedSize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InstanceGroup_RequestedSize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InstanceGroupServer).RequestedSize(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InstanceGroup_ServiceDesc is the grpc.ServiceDesc for InstanceGroup service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -587,6 +637,10 @@ var InstanceGroup_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckConfig",
 			Handler:    _InstanceGroup_CheckConfig_Handler,
+		},
+		{
+			MethodName: "RequestedSize",
+			Handler:    _InstanceGroup_RequestedSize_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
