@@ -198,6 +198,8 @@ func TestHASoak(t *testing.T) {
 		j, ok := final[id]
 		if !ok {
 			lost++
+			j, err := ms[0].client().Job(context.Background(), id)
+			t.Logf("lost: job %s (submit %s): %+v, %v", id, accepted[id], j, err)
 			continue
 		}
 		ended++
@@ -225,10 +227,13 @@ func restoreAsDocumented(t *testing.T, ms []*daemon) {
 		cfg := filepath.Join(d.dir, "berth.toml")
 		// accept-restore refuses while a manager's candidacy lives on
 		// in etcd (its lease runs out within lease_ttl).
+		var out string
 		waitFor(t, time.Minute, "accept-restore to run once the candidacies expired", func() bool {
-			_, _, code := d.berth("state", "accept-restore", "--config", cfg)
+			var code int
+			out, _, code = d.berth("state", "accept-restore", "--config", cfg)
 			return code == 0
 		})
+		t.Logf("accept-restore: %s", strings.TrimSpace(out))
 	}
 	for _, d := range ms {
 		d.start()
