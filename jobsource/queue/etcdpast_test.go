@@ -44,6 +44,15 @@ func TestEtcdRestoredQueueIsThePastUntilAccepted(t *testing.T) {
 	if err := q.CheckPresent(bg); !errors.As(err, &pe) || pe.Seq != 2 || pe.Seen != 3 {
 		t.Fatalf("CheckPresent on the restored queue: %v, want a PastError 2 < 3", err)
 	}
+	// A submit that lands before the leader's next check is refused: had
+	// it taken job 4, meta/seq would be 4, above the floor, the past would
+	// be hidden and job 3 would answer 404 for ever.
+	if j, err := q.Submit(api.JobRequest{Script: "true"}); !errors.As(err, &pe) {
+		t.Fatalf("a submit on the restored queue: job %q, %v; want a PastError", j.ID, err)
+	}
+	if err := q.CheckPresent(bg); !errors.As(err, &pe) || pe.Seq != 2 {
+		t.Fatalf("CheckPresent after the refused submit: %v, want the past still seen (meta/seq 2)", err)
+	}
 	q.Close()
 
 	// A restarted manager knows it from its floor file.

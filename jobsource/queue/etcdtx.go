@@ -237,7 +237,28 @@ func (t *etcdTx) nextSequence() (uint64, error) {
 		}
 	}
 	// Never at or below an ID seen before etcd lost its data (etcdfloor.go).
-	n = max(n, t.b.floor.Load()) + 1
+	// But a meta/seq below an ID this manager saw is etcd's past (a
+	// restored snapshot): issuing above the floor would raise meta/seq
+	// past it and hide the past from CheckPresent, and the jobs issued
+	// between, recorded nowhere, would answer 404 for ever (the HA soak
+	// lost 16 that way, a submit landing between the restore and the
+	// leader's next check). Refuse until the restore is accepted.
+	// A read at this transaction's revision may simply be older than a
+	// concurrent submit of this manager that raised the floor: only a
+	// fresh read below it is the past; otherwise the transaction runs
+	// again on fresh reads.
+	floor := t.b.floor.Load()
+	if v != nil && n < floor {
+		now, err := t.b.seq(t.ctx)
+		if err != nil {
+			return 0, err
+		}
+		if now >= floor {
+			return 0, errConflict
+		}
+		return 0, &PastError{Prefix: t.b.prefix, Seq: now, Seen: floor}
+	}
+	n = max(n, floor) + 1
 	t.set(full, []byte(strconv.FormatUint(n, 10)))
 	return n, nil
 }
