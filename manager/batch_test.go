@@ -59,6 +59,28 @@ preemptive_mode = false
 	})
 	<-ready
 
+	waitQueueJobsSucceed(t, m, ids, logs)
+	if !strings.Contains(logs.String(), `msg="jobs taken in one step" source=queue jobs=4 booked=4 queued=9 refused="no capacity (max_instances)`) {
+		t.Fatalf("the first round did not book the 4 slots and take 4 jobs in one step:\n%s", logs)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c := m.fleet.Counts()
+		if c.Unbound == 0 && c.Slots[scaler.SlotReserved] == 0 && c.Slots[scaler.SlotAcquired] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bookings left after every job finished: %+v", c)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitQueueJobsSucceed waits until every job in ids ended, and fails the
+// test on one that did not succeed. The 3-minute bound guards against a
+// hang; it is not a timing assertion.
+func waitQueueJobsSucceed(t *testing.T, m *Manager, ids []string, logs fmt.Stringer) {
+	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for _, id := range ids {
 		for {
@@ -77,18 +99,5 @@ preemptive_mode = false
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-	}
-	if !strings.Contains(logs.String(), `msg="jobs taken in one step" source=queue jobs=4 booked=4 queued=9 refused="no capacity (max_instances)`) {
-		t.Fatalf("the first round did not book the 4 slots and take 4 jobs in one step:\n%s", logs)
-	}
-	for {
-		c := m.fleet.Counts()
-		if c.Unbound == 0 && c.Slots[scaler.SlotReserved] == 0 && c.Slots[scaler.SlotAcquired] == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bookings left after every job finished: %+v", c)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -54,26 +54,7 @@ idle_time = "1m"
 	case err := <-done:
 		t.Fatalf("manager stopped at start: %v\n%s", err, logs)
 	}
-	// A guard against a hang, not a timing assertion.
-	deadline := time.Now().Add(3 * time.Minute)
-	for _, id := range ids {
-		for {
-			j, err := m.queue.Get(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j.State.Done() {
-				if j.State != api.JobSuccess {
-					t.Fatalf("job %s ended %s (%s)\n%s", id, j.State, j.Reason, logs)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %s still %s after 3 minutes\n%s", id, j.State, logs)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitQueueJobsSucceed(t, m, ids, logs)
 	cancel() // a stop, as SIGTERM: the learned state is saved at stop
 	if err := <-done; err != nil {
 		t.Fatalf("manager stopped with %v\n%s", err, logs)
