@@ -1,0 +1,63 @@
+package scaler
+
+// A burst at a set time, with a build on top.
+//
+// The profile holds, per slot, the largest need it saw there (an upper
+// quantile with a fast rise), and pools the neighbours' needs into a slot
+// within busy hours. A burst that comes at a set time inside busy hours (a
+// team's 500 jobs at 14:00, between its pipelines every twenty minutes) is
+// then sized for the burst alone: the day a pipeline starts within the
+// burst's minute, the two together need more than either, and every job
+// beyond the burst's pool waits a boot. On teamchange (seed 3, one day
+// learned) that day was Thursday: 300 jobs within 50 s where the profile
+// held 197, 279 jobs over 15 s.
+//
+// So where a slot's own need is a set-time burst, much larger than its
+// neighbours' (setBurstRatio), while the neighbours show builds
+// (minSetBurstBuild), the forecast for the slot holds the burst plus the
+// neighbours' largest build: the burst and one build of the busy hours at
+// once. Where builds are alike from slot to slot (an office day) no slot
+// stands that far above its neighbours, and a set-time burst in quiet hours
+// (nightly's 02:00) has no neighbours with builds.
+
+// setBurstRatio is how much larger than its neighbours' largest need a
+// slot's own need must be to count as a burst at a set time: 1.5 times.
+const setBurstRatio = 2.2
+
+// minSetBurstBuild is the least need the neighbours must show to count as
+// builds of busy hours: two jobs within the horizon. Below it the burst
+// stands in quiet hours, and the profile's pool for it is all it needs.
+const minSetBurstBuild = 2
+
+// setBurstRateRatio is how many more arrivals than any neighbour a slot
+// must see to stand as a burst at a set time: three times. A slot where
+// two builds of an office day happened to meet needs more than its
+// neighbours, but over a day or two brings no more jobs than they do.
+const setBurstRateRatio = 3.5
+
+// slotRate is week slot w's arrival rate: the weekday profile's blended
+// with its kind of day's, as slotNeed blends the needs.
+func (a *arrivals) slotRate(w int) float64 {
+	d := a.priorDay(w)
+	if a.m.DaySeen[d] == 0 {
+		return 0
+	}
+	return a.blended(w, d, a.m.WeekRate, a.m.DayRate)
+}
+
+// largestOfDay reports whether week slot w's need, in the daily profile of
+// its kind of day, is the largest of that day outside its neighbours: a
+// burst at a set time is the day's peak. A build that stands alone in a
+// quiet stretch of the busy hours (growth's Monday, a builds every half
+// hour) is larger than its neighbours but not the day's largest.
+func (a *arrivals) largestOfDay(w int) bool {
+	d := a.priorDay(w)
+	base, i := d/slotsPerDay*slotsPerDay, d%slotsPerDay
+	for j := range slotsPerDay {
+		dist := min((j-i+slotsPerDay)%slotsPerDay, (i-j+slotsPerDay)%slotsPerDay)
+		if dist > neighbourSlots && a.m.DayBurst[base+j] >= a.m.DayBurst[d] {
+			return false
+		}
+	}
+	return true
+}
