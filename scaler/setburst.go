@@ -23,7 +23,7 @@ package scaler
 //
 // The thresholds were chosen on bench/table.sh (docs/bench.md, wave 12):
 // with the need ratio alone at 1.5, two builds of an office day that met
-// in one slot counted, and office, twooffices, monorepo, growth, release
+// in one slot counted, and office, twooffices, monorepo, nightly, growth, release
 // and dst lost 0.001-0.007 of utilization; teamchange's 14:00 slot needs
 // 2.3-4.3 times its neighbours and brings 3.7-36 times their arrivals,
 // while the office-like slots that passed 2.2 and 3.5 were lone builds in
