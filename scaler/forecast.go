@@ -470,9 +470,17 @@ func (a *arrivals) profiled(w int) (need, string, bool) {
 	if !a.borrows(w) {
 		return own, src, ok
 	}
+	self, selfRate := own, a.slotRate(w)
+	var nbs need // the neighbours' largest needs
+	nbRate := 0.0
 	for k := -neighbourSlots; k <= neighbourSlots; k++ {
 		nb, _, okn := a.slotNeed((w + slotsPerWeek + k) % slotsPerWeek)
-		if k == 0 || !okn || (nb.Tier <= own.Tier && nb.Hot <= own.Hot && nb.Drain <= own.Drain) {
+		if k == 0 || !okn {
+			continue
+		}
+		nbs = need{Tier: max(nbs.Tier, nb.Tier), Hot: max(nbs.Hot, nb.Hot)}
+		nbRate = max(nbRate, a.slotRate((w+slotsPerWeek+k)%slotsPerWeek))
+		if nb.Tier <= own.Tier && nb.Hot <= own.Hot && nb.Drain <= own.Drain {
 			continue
 		}
 		if nb.Tier > own.Tier || nb.Hot > own.Hot || !ok {
@@ -480,6 +488,14 @@ func (a *arrivals) profiled(w int) (need, string, bool) {
 		}
 		own = need{Tier: max(own.Tier, nb.Tier), Hot: max(own.Hot, nb.Hot), Drain: max(own.Drain, nb.Drain)}
 		ok = true
+	}
+	if ok && self.Tier >= setBurstRatio*nbs.Tier && selfRate >= setBurstRateRatio*nbRate && nbs.Tier >= minSetBurstBuild &&
+		a.largestOfDay(w) {
+		// A burst at a set time within busy hours: a build of the busy
+		// hours may come on top of it (setburst.go).
+		own.Tier = self.Tier + nbs.Tier
+		own.Hot = max(own.Hot, self.Hot+nbs.Hot)
+		src = "a set-time burst with a build on top"
 	}
 	return own, src, ok
 }
