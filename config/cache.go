@@ -42,7 +42,7 @@ func (d *decoder) cache(t *table, c *Cache) {
 	t.str("bucket", &c.Bucket)
 	t.str("prefix", &c.Prefix)
 	t.str("access_key", &c.AccessKey)
-	hasKey := t.str("secret_key", &c.SecretKey)
+	hasKey := t.str("secret_key", &c.SecretKey) && c.SecretKey != "" // the sample's secret_key = "" is none
 	var keyFile string
 	if t.str("secret_key_file", &keyFile) && keyFile != "" {
 		if hasKey {

@@ -25,9 +25,11 @@ func TestCacheSecretKeyFile(t *testing.T) {
 	write("s3-key-empty", "\n", 0o600)
 	const head = "[cache]\ns3_endpoint = \"127.0.0.1:9000\"\nbucket = \"b\"\naccess_key = \"AKIA\"\n"
 
-	c, err := Parse([]byte(head+"secret_key_file = \"s3-key\"\n"), filepath.Join(dir, "berth.toml"))
-	if err != nil || c.Cache.SecretKey != "wJalrXUtnFEMI" {
-		t.Fatalf("secret_key_file: key %q, %v; want the file's key, trimmed", c.Cache.SecretKey, err)
+	for _, lines := range []string{"secret_key_file = \"s3-key\"\n", "secret_key = \"\"\nsecret_key_file = \"s3-key\"\n"} {
+		c, err := Parse([]byte(head+lines), filepath.Join(dir, "berth.toml"))
+		if err != nil || c.Cache.SecretKey != "wJalrXUtnFEMI" {
+			t.Fatalf("%s: key %q, %v; want the file's key, trimmed", lines, c.Cache.SecretKey, err)
+		}
 	}
 	for _, tt := range []struct{ name, line, want string }{
 		{"readable by others", "secret_key_file = \"s3-key-open\"\n", "chmod 600"},
